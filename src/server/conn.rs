@@ -1,0 +1,310 @@
+//! One connection of the embedded target server: the read/parse/respond loop
+//! and its buffers.
+//!
+//! The buffers are per connection and reused across requests, so a
+//! keep-alive connection answering `/hi` does not allocate. Pipelined
+//! requests are answered in order from the bytes already read, and their
+//! responses are batched into one write, the way a load tester that
+//! pipelines expects a fast server to behave.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use super::Shared;
+use super::request::{ParseError, Request, RequestParser};
+use super::response::{self, Persistence};
+use super::routes;
+
+/// Initial size of each buffer, and the least free space offered to a read.
+const BUF_SIZE: usize = 8 * 1024;
+/// Buffers grown past this by one big request are dropped afterwards, so an
+/// idle connection does not keep a large body resident.
+const KEEP_CAPACITY: usize = 1024 * 1024;
+/// Queued responses are written out once this much is pending, even if more
+/// pipelined requests are waiting, to bound the write buffer.
+const FLUSH_AT: usize = 64 * 1024;
+/// Bodies above this are written straight from where they are rather than
+/// copied into the write buffer.
+pub(super) const COPY_LIMIT: usize = 64 * 1024;
+/// After our FIN, how long and how much we keep reading (and discarding)
+/// before closing: closing with unread bytes sends an RST, which can make the
+/// client lose the response it has not read yet.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1024 * 1024;
+
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// What the connection does after a response.
+pub(super) enum Next {
+    KeepAlive,
+    /// Flush, send FIN, drain what the client still sends, close.
+    Close,
+    /// Already finished with (the client is gone, or the endpoint closed it).
+    Done,
+}
+
+impl Next {
+    pub(super) fn after(persistence: Persistence) -> Self {
+        match persistence {
+            Persistence::Close => Next::Close,
+            Persistence::KeepAlive | Persistence::KeepAlive10 => Next::KeepAlive,
+        }
+    }
+}
+
+/// Bytes read from the client and not yet consumed by a complete request.
+pub(super) struct Input {
+    buf: Vec<u8>,
+    /// Where the current request starts in `buf`.
+    start: usize,
+    pub(super) parser: RequestParser,
+}
+
+impl Input {
+    fn new() -> Self {
+        Self {
+            buf: Vec::with_capacity(BUF_SIZE),
+            start: 0,
+            parser: RequestParser::new(),
+        }
+    }
+
+    /// The current request's bytes (and whatever follows it).
+    pub(super) fn request(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    pub(super) fn body(&self, req: &Request) -> &[u8] {
+        self.parser.body(self.request(), req)
+    }
+
+    fn consume(&mut self, len: usize) {
+        self.start = (self.start + len).min(self.buf.len());
+        if self.start == self.buf.len() {
+            self.start = 0;
+            if self.buf.capacity() > KEEP_CAPACITY {
+                self.buf = Vec::with_capacity(BUF_SIZE);
+            } else {
+                self.buf.clear();
+            }
+        }
+    }
+
+    /// Reads more bytes after the unconsumed ones; `Ok(0)` is EOF.
+    async fn read_more(&mut self, stream: &mut TcpStream) -> io::Result<usize> {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        if self.buf.capacity() - self.buf.len() < BUF_SIZE / 2 {
+            self.buf.reserve(BUF_SIZE);
+        }
+        stream.read_buf(&mut self.buf).await
+    }
+
+    /// Reads and throws away until EOF or an error, holding at most one
+    /// buffer's worth; gives up after `limit` bytes.
+    pub(super) async fn discard_until_eof(&mut self, stream: &mut TcpStream, limit: usize) {
+        self.start = 0;
+        let mut seen = 0;
+        loop {
+            self.buf.clear();
+            match stream.read_buf(&mut self.buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen += n,
+            }
+            if seen > limit {
+                return;
+            }
+        }
+    }
+}
+
+/// Responses queued but not yet written.
+pub(super) struct Output {
+    buf: Vec<u8>,
+    /// Responses whose last byte is queued or written, to be counted as
+    /// completed at the next successful flush.
+    finished: u64,
+    shared: Arc<Shared>,
+}
+
+impl Output {
+    pub(super) fn head(
+        &mut self,
+        status: u16,
+        content_type: Option<&[u8]>,
+        content_length: u64,
+        persistence: Persistence,
+    ) {
+        response::write_head(&mut self.buf, status, content_type, content_length, persistence);
+    }
+
+    pub(super) fn bytes(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Queues a whole response with a small body.
+    pub(super) fn respond(
+        &mut self,
+        status: u16,
+        content_type: Option<&[u8]>,
+        body: &[u8],
+        head_only: bool,
+        persistence: Persistence,
+    ) -> Next {
+        self.head(status, content_type, body.len() as u64, persistence);
+        if !head_only && !response::is_bodiless(status) {
+            self.bytes(body);
+        }
+        self.finish();
+        Next::after(persistence)
+    }
+
+    /// Marks the response being queued or written as complete.
+    pub(super) fn finish(&mut self) {
+        self.finished += 1;
+    }
+
+    pub(super) async fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            stream.write_all(&self.buf).await?;
+            if self.buf.capacity() > KEEP_CAPACITY {
+                self.buf = Vec::with_capacity(BUF_SIZE);
+            } else {
+                self.buf.clear();
+            }
+        }
+        if self.finished > 0 {
+            self.shared
+                .requests_completed
+                .fetch_add(std::mem::take(&mut self.finished), Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Writes `body` after everything queued: copied if small, straight
+    /// from where it is if not.
+    pub(super) async fn body(&mut self, stream: &mut TcpStream, body: &[u8]) -> io::Result<()> {
+        if body.len() <= COPY_LIMIT {
+            self.bytes(body);
+            Ok(())
+        } else {
+            self.flush(stream).await?;
+            stream.write_all(body).await
+        }
+    }
+}
+
+pub(super) struct Conn {
+    pub(super) stream: TcpStream,
+    pub(super) input: Input,
+    pub(super) out: Output,
+    pub(super) shared: Arc<Shared>,
+}
+
+pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
+    // Responses are written whole or deliberately in pieces (`/slow`);
+    // either way Nagle's delay would only distort the timings.
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn {
+        stream,
+        input: Input::new(),
+        out: Output {
+            buf: Vec::with_capacity(BUF_SIZE),
+            finished: 0,
+            shared: Arc::clone(&shared),
+        },
+        shared,
+    };
+    conn.run().await;
+}
+
+impl Conn {
+    pub(super) async fn flush(&mut self) -> io::Result<()> {
+        self.out.flush(&mut self.stream).await
+    }
+
+    async fn run(&mut self) {
+        loop {
+            let parsed = {
+                let Input { buf, start, parser } = &mut self.input;
+                parser.parse(&buf[*start..])
+            };
+            match parsed {
+                Ok(Some(req)) => {
+                    self.shared.requests_received.fetch_add(1, Relaxed);
+                    match routes::respond(self, &req).await {
+                        Next::KeepAlive => {
+                            self.input.consume(req.len);
+                            if self.out.buf.len() >= FLUSH_AT && self.flush().await.is_err() {
+                                return;
+                            }
+                        }
+                        Next::Close => return self.close().await,
+                        Next::Done => return,
+                    }
+                }
+                Ok(None) => {
+                    if self.input.parser.take_continue() {
+                        self.out.bytes(CONTINUE);
+                    }
+                    // Everything answerable is answered: send it before
+                    // waiting for the client.
+                    if self.flush().await.is_err() {
+                        return;
+                    }
+                    match self.input.read_more(&mut self.stream).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                }
+                Err(e) => {
+                    self.reject(e);
+                    return self.close().await;
+                }
+            }
+        }
+    }
+
+    /// Queues the answer to a request that could not be parsed; the
+    /// connection is closed after it, since where the next request would
+    /// start is unknown.
+    fn reject(&mut self, e: ParseError) {
+        let mut body = e.to_string();
+        body.push('\n');
+        self.out.head(
+            e.status(),
+            Some(b"text/plain"),
+            body.len() as u64,
+            Persistence::Close,
+        );
+        self.out.bytes(body.as_bytes());
+    }
+
+    /// Closes cleanly: queued bytes, then FIN, then drain, so the client
+    /// sees EOF after the last response and no RST.
+    pub(super) async fn close(&mut self) {
+        if self.flush().await.is_err() {
+            return;
+        }
+        if self.stream.shutdown().await.is_err() {
+            return;
+        }
+        let _ = tokio::time::timeout(
+            LINGER_TIME,
+            self.input.discard_until_eof(&mut self.stream, LINGER_BYTES),
+        )
+        .await;
+    }
+
+    /// Waits for the client to close, without answering.
+    pub(super) async fn wait_for_eof(&mut self) {
+        self.input.discard_until_eof(&mut self.stream, usize::MAX).await;
+    }
+}

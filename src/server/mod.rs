@@ -1,0 +1,349 @@
+//! The embedded target server behind `volley serve`.
+//!
+//! volley needs a target it controls: the demo points at it, and the load
+//! tester's own tests drive it on 127.0.0.1 port 0. Besides ordinary endpoints
+//! (`/hi`, `/sleep/{ms}`, `/cpu/{ms}`, `/bytes/{n}`, `/echo`, ...) it has fault
+//! endpoints that answer with invalid bytes, close a keep-alive connection
+//! mid-stream or never answer. Those need raw control of the socket, which
+//! hyper's server does not give, so this is a small HTTP/1.1 server written
+//! by hand on tokio and `httparse`.
+//!
+//! Layout: this file owns the listener, the lifecycle (spawn, run, stop) and
+//! the counters; `conn` runs one connection; `request` parses requests;
+//! `response` writes heads; `routes` implements the endpoints.
+
+mod conn;
+mod request;
+mod response;
+mod routes;
+
+use std::future::Future;
+use std::io::{self, Write as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+
+/// How the server is started. More options (in-flight limit, TLS) will join
+/// `addr`; construct with `..Default::default()` to stay compatible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// Where to listen; port 0 picks a free port (see [`ServerHandle::addr`]).
+    pub addr: SocketAddr,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
+        }
+    }
+}
+
+/// The server's counters at one moment, as served by `/stats`.
+///
+/// Requests that could not be parsed (answered with a 4xx and a close) are in
+/// neither request counter, so `requests_completed <= requests_received`.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub connections_accepted: u64,
+    /// Connections whose handling ended, whichever side closed.
+    pub connections_closed: u64,
+    /// Requests parsed (head and body complete).
+    pub requests_received: u64,
+    /// Responses fully written to the socket. The fault endpoints (`/drop`,
+    /// `/stall`, `/garbage`) never complete.
+    pub requests_completed: u64,
+}
+
+/// State shared by the accept loop and every connection of one server.
+/// Atomics are fine here: this is the target, not the load generator.
+#[derive(Debug, Default)]
+struct Shared {
+    connections_accepted: AtomicU64,
+    connections_closed: AtomicU64,
+    requests_received: AtomicU64,
+    requests_completed: AtomicU64,
+    /// Set at shutdown so CPU and memory work running on blocking threads,
+    /// which cannot be cancelled from outside, gives up early.
+    stopping: AtomicBool,
+}
+
+impl Shared {
+    fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            connections_accepted: self.connections_accepted.load(Relaxed),
+            connections_closed: self.connections_closed.load(Relaxed),
+            requests_received: self.requests_received.load(Relaxed),
+            requests_completed: self.requests_completed.load(Relaxed),
+        }
+    }
+}
+
+/// Worker threads of the runtime started by [`spawn`]: enough for a loopback
+/// target, few enough to leave the cores to the load generator.
+const SPAWN_WORKERS: usize = 2;
+/// Pending-connection queue; load tests open thousands of connections at
+/// once (the kernel caps it at `somaxconn`).
+const BACKLOG: u32 = 4096;
+/// How long a stopping runtime waits for blocking work (`/cpu`, `/alloc`),
+/// which checks `Shared::stopping` often and normally ends within a
+/// millisecond.
+const RUNTIME_GRACE: Duration = Duration::from_millis(500);
+/// Pause after an accept error such as "too many open files", so the loop
+/// does not spin while the condition lasts.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// A server running on its own thread; stops when dropped.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerHandle {
+    /// The bound address, with port 0 resolved.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The same numbers as `/stats`.
+    #[must_use]
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared.snapshot()
+    }
+
+    /// Stops accepting, closes every connection (stalled ones included) and
+    /// joins the server thread.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            // The thread only panics if the runtime does, and then there is
+            // nothing left to clean up.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+/// Binds synchronously (so errors such as "address in use" come back here)
+/// and serves on its own OS thread running a tokio multi-thread runtime with
+/// 2 worker threads, so a load generator in the same process and the server
+/// don't share a runtime.
+///
+/// # Errors
+///
+/// Building the runtime, binding (the message names the address) or
+/// starting the thread failed.
+pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
+    let shared = Arc::new(Shared::default());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let (bound, bind_result) = std::sync::mpsc::sync_channel::<io::Result<SocketAddr>>(1);
+    // The runtime is built and bound on the server thread itself, so that a
+    // failure never drops a runtime on the caller's thread, which tokio
+    // forbids when the caller is itself async.
+    let thread = std::thread::Builder::new().name("volley-server".into()).spawn({
+        let shared = Arc::clone(&shared);
+        move || {
+            let started: io::Result<_> = (|| {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(SPAWN_WORKERS)
+                    .thread_name("volley-server-worker")
+                    .enable_all()
+                    .build()?;
+                let listener = {
+                    let _context = runtime.enter();
+                    bind(opts.addr)?
+                };
+                let addr = listener.local_addr()?;
+                Ok((runtime, listener, addr))
+            })();
+            let (runtime, listener) = match started {
+                Ok((runtime, listener, addr)) => {
+                    let _ = bound.send(Ok(addr));
+                    (runtime, listener)
+                }
+                Err(e) => {
+                    let _ = bound.send(Err(e));
+                    return;
+                }
+            };
+            // A dropped sender means the handle is gone: stop as well.
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            runtime.block_on(serve(listener, shutdown, shared));
+            runtime.shutdown_timeout(RUNTIME_GRACE);
+        }
+    })?;
+    let addr = match bind_result.recv() {
+        Ok(Ok(addr)) => addr,
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            return Err(e);
+        }
+        Err(_) => {
+            let _ = thread.join();
+            return Err(io::Error::other("the server thread ended before binding"));
+        }
+    };
+    Ok(ServerHandle {
+        addr,
+        shared,
+        stop: Some(stop),
+        thread: Some(thread),
+    })
+}
+
+/// Serves connections from `listener` until `shutdown` resolves, then closes
+/// them all. The caller binds, so it controls the address and sees bind
+/// errors itself.
+///
+/// # Errors
+///
+/// None at present: failures to accept are retried, and a connection's
+/// errors end only that connection. The `Result` leaves room for options
+/// (such as TLS setup) that can fail.
+pub async fn run(listener: TcpListener, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+    serve(listener, shutdown, Arc::new(Shared::default())).await;
+    Ok(())
+}
+
+/// `volley serve`: binds `opts.addr`, prints
+/// `volley serve: listening on http://ADDR` (the bound address, so port 0
+/// shows the real port) and serves until Ctrl-C.
+///
+/// # Errors
+///
+/// Building the runtime or binding failed; a bind error's message names the
+/// address.
+pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let listener = {
+        let _context = runtime.enter();
+        bind(opts.addr)?
+    };
+    let addr = listener.local_addr()?;
+    {
+        // A closed stdout (say, piped into `head -1`) is no reason to stop
+        // serving, so failures to print are ignored.
+        let mut stdout = io::stdout().lock();
+        let _ = writeln!(stdout, "volley serve: listening on http://{addr}");
+        let _ = stdout.flush();
+    }
+    let shutdown = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            // Without a signal handler there is no Ctrl-C to wait for; the
+            // process is then stopped by being killed.
+            std::future::pending::<()>().await;
+        }
+    };
+    let result = runtime.block_on(run(listener, shutdown));
+    runtime.shutdown_timeout(RUNTIME_GRACE);
+    result
+}
+
+/// Binds with an explicit backlog (std's is small for a load-test target)
+/// and an error that names the address. Needs a runtime context.
+fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"));
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(named)?;
+    // Lets `volley serve` restart at once on the port it just used, while
+    // old connections sit in TIME_WAIT.
+    socket.set_reuseaddr(true).map_err(named)?;
+    socket.bind(addr).map_err(named)?;
+    socket.listen(BACKLOG).map_err(named)
+}
+
+async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>, shared: Arc<Shared>) {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut connections = JoinSet::new();
+    let mut reported_accept_error = false;
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    shared.connections_accepted.fetch_add(1, Relaxed);
+                    connections.spawn(connection(stream, Arc::clone(&shared)));
+                }
+                Err(e) if is_per_connection(&e) => {}
+                Err(e) => {
+                    // Resource exhaustion (EMFILE and the like) is the
+                    // operator's to fix; say so once, on stderr.
+                    if !reported_accept_error {
+                        reported_accept_error = true;
+                        eprintln!("volley serve: accepting connections failed: {e} (retrying)");
+                    }
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            },
+            // Reaps finished connections so the set does not grow with every
+            // connection ever accepted.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    shared.stopping.store(true, Relaxed);
+    // Aborting drops each connection's future wherever it waits (a read, a
+    // sleep, a stall), which closes its socket.
+    connections.shutdown().await;
+}
+
+/// Errors that concern one failed incoming connection, not the listener.
+fn is_per_connection(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    )
+}
+
+fn connection(stream: TcpStream, shared: Arc<Shared>) -> impl Future<Output = ()> + Send {
+    /// Counts the close however the task ends. Created before the task is
+    /// spawned, so a task aborted at shutdown before it ever ran still counts.
+    struct Closed(Arc<Shared>);
+    impl Drop for Closed {
+        fn drop(&mut self) {
+            self.0.connections_closed.fetch_add(1, Relaxed);
+        }
+    }
+    let closed = Closed(Arc::clone(&shared));
+    async move {
+        let _closed = closed;
+        conn::serve(stream, shared).await;
+    }
+}

@@ -1,0 +1,545 @@
+//! The embedded target server, spoken to with raw bytes over
+//! `std::net::TcpStream`, so what is checked is the bytes on the wire rather
+//! than what some HTTP client makes of them. Every read has a timeout and
+//! every server listens on 127.0.0.1 port 0.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use volley::server::{ServerHandle, ServerOptions, StatsSnapshot, spawn};
+
+/// Upper bound for any single read in these tests.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn start() -> ServerHandle {
+    spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+    })
+    .expect("server starts on 127.0.0.1:0")
+}
+
+fn connect(server: &ServerHandle) -> Client {
+    let stream = TcpStream::connect(server.addr()).expect("connect to the server");
+    stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    stream.set_write_timeout(Some(READ_TIMEOUT)).unwrap();
+    Client {
+        stream,
+        buf: Vec::new(),
+    }
+}
+
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A connection plus the bytes read past the last response, so pipelined
+/// responses that arrive in one read are not lost.
+struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write request");
+    }
+
+    fn get(&mut self, path: &str) -> Response {
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
+        self.response()
+    }
+
+    fn fill(&mut self) -> usize {
+        let mut chunk = [0u8; 16 * 1024];
+        let n = self.stream.read(&mut chunk).expect("read from the server");
+        self.buf.extend_from_slice(&chunk[..n]);
+        n
+    }
+
+    fn read_exact_buffered(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            assert!(self.fill() > 0, "EOF before {n} bytes");
+        }
+        self.buf.drain(..n).collect()
+    }
+
+    /// Reads one response; `head_only` for answers to `HEAD`.
+    fn response_to(&mut self, head_only: bool) -> Response {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut parsed = httparse::Response::new(&mut headers);
+            match parsed.parse(&self.buf).expect("a valid HTTP response") {
+                httparse::Status::Complete(head_len) => {
+                    let status = parsed.code.unwrap();
+                    let headers: Vec<(String, String)> = parsed
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned()))
+                        .collect();
+                    self.buf.drain(..head_len);
+                    let mut response = Response {
+                        status,
+                        headers,
+                        body: Vec::new(),
+                    };
+                    if !head_only {
+                        let len = response
+                            .header("content-length")
+                            .map_or(0, |v| v.parse::<usize>().unwrap());
+                        response.body = self.read_exact_buffered(len);
+                    }
+                    return response;
+                }
+                httparse::Status::Partial => {
+                    assert!(self.fill() > 0, "EOF in a response head");
+                }
+            }
+        }
+    }
+
+    fn response(&mut self) -> Response {
+        self.response_to(false)
+    }
+
+    /// Reads until EOF; fails on a timeout.
+    fn rest(&mut self) -> Vec<u8> {
+        let mut rest = std::mem::take(&mut self.buf);
+        self.stream
+            .read_to_end(&mut rest)
+            .expect("the server closes the connection");
+        rest
+    }
+}
+
+/// Waits until `check` holds for the server's counters (they are updated by
+/// the server's threads, a moment after the client sees the bytes).
+fn wait_for_stats(server: &ServerHandle, check: impl Fn(&StatsSnapshot) -> bool) -> StatsSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = server.stats();
+        if check(&stats) || Instant::now() > deadline {
+            return stats;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn hi_says_world() {
+    let server = start();
+    let r = connect(&server).get("/hi");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"world");
+    assert_eq!(r.header("content-type"), Some("text/plain"));
+    assert_eq!(r.header("server"), Some("volley"));
+}
+
+#[test]
+fn query_string_is_ignored_for_routing() {
+    let server = start();
+    let r = connect(&server).get("/hi?x=1&y=2");
+    assert_eq!(r.body, b"world");
+}
+
+#[test]
+fn keep_alive_serves_several_requests_on_one_connection() {
+    let server = start();
+    let mut client = connect(&server);
+    assert_eq!(client.get("/hi").body, b"world");
+    assert_eq!(client.get("/status/201").status, 201);
+    assert_eq!(client.get("/hi").body, b"world");
+    assert_eq!(server.stats().connections_accepted, 1);
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(
+        b"GET /sleep/30 HTTP/1.1\r\n\r\n\
+          GET /hi HTTP/1.1\r\n\r\n\
+          POST /echo HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc\
+          GET /status/202 HTTP/1.1\r\n\r\n",
+    );
+    let first = client.response();
+    assert_eq!(first.status, 200);
+    assert!(first.body.starts_with(b"slept"));
+    assert_eq!(client.response().body, b"world");
+    assert_eq!(client.response().body, b"abc");
+    assert_eq!(client.response().status, 202);
+}
+
+#[test]
+fn many_pipelined_requests_in_one_write() {
+    let server = start();
+    let mut client = connect(&server);
+    let batch = b"GET /hi HTTP/1.1\r\n\r\n".repeat(500);
+    client.send(&batch);
+    for _ in 0..500 {
+        assert_eq!(client.response().body, b"world");
+    }
+}
+
+#[test]
+fn status_endpoint() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.get("/status/503");
+    assert_eq!(r.status, 503);
+    assert!(!r.body.is_empty());
+    let r = client.get("/status/204");
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("content-length"), None);
+    assert_eq!(client.get("/hi").body, b"world", "no stray body after 204");
+    assert_eq!(client.get("/status/100").status, 400);
+    assert_eq!(client.get("/status/600").status, 400);
+}
+
+#[test]
+fn bytes_endpoint_sends_exactly_n_bytes() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.get("/bytes/100000");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 100_000);
+    assert_eq!(client.get("/bytes/0").body.len(), 0);
+    assert_eq!(client.get("/bytes/268435457").status, 400);
+}
+
+#[test]
+fn head_gets_the_length_but_no_body() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"HEAD /bytes/1234 HTTP/1.1\r\n\r\n");
+    let r = client.response_to(true);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("1234"));
+    client.send(b"HEAD /hi HTTP/1.1\r\n\r\n");
+    assert_eq!(client.response_to(true).header("content-length"), Some("5"));
+    // A body would show up here, ahead of the next response.
+    assert_eq!(client.get("/hi").body, b"world");
+}
+
+#[test]
+fn echo_returns_a_content_length_body() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(
+        b"POST /echo HTTP/1.1\r\nContent-Type: application/x-test\r\nContent-Length: 11\r\n\r\nhello world",
+    );
+    let r = client.response();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"hello world");
+    assert_eq!(r.header("content-type"), Some("application/x-test"));
+}
+
+#[test]
+fn echo_returns_a_chunked_body() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+    std::thread::sleep(Duration::from_millis(20));
+    client.send(b"6\r\n world\r\n0\r\n\r\n");
+    let r = client.response();
+    assert_eq!(r.body, b"hello world");
+    assert_eq!(r.header("content-type"), None);
+}
+
+#[test]
+fn echo_of_a_large_body() {
+    let server = start();
+    let mut client = connect(&server);
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    client.send(format!("PUT /echo HTTP/1.1\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes());
+    client.send(&body);
+    assert_eq!(client.response().body, body);
+}
+
+#[test]
+fn expect_continue_gets_a_100_before_the_body() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"POST /echo HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+    assert_eq!(client.response_to(true).status, 100);
+    client.send(b"ok");
+    assert_eq!(client.response().body, b"ok");
+}
+
+#[test]
+fn sleep_waits() {
+    let server = start();
+    let mut client = connect(&server);
+    let start = Instant::now();
+    let r = client.get("/sleep/50");
+    assert_eq!(r.status, 200);
+    assert!(start.elapsed() >= Duration::from_millis(50));
+}
+
+#[test]
+fn cpu_and_alloc_answer() {
+    let server = start();
+    let mut client = connect(&server);
+    let start = Instant::now();
+    assert_eq!(client.get("/cpu/30").status, 200);
+    assert!(start.elapsed() >= Duration::from_millis(30));
+    let r = client.get("/alloc/2048");
+    assert_eq!(r.status, 200);
+    assert!(String::from_utf8_lossy(&r.body).contains("2048"));
+    assert_eq!(client.get("/alloc/1048577").status, 400);
+}
+
+#[test]
+fn drop_closes_without_a_byte() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"GET /drop HTTP/1.1\r\n\r\n");
+    assert_eq!(client.rest(), b"");
+}
+
+#[test]
+fn stall_never_answers() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"GET /stall HTTP/1.1\r\n\r\n");
+    client
+        .stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let err = client.stream.read(&mut byte).expect_err("no bytes from /stall");
+    assert!(
+        matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        "{err}"
+    );
+}
+
+#[test]
+fn garbage_is_not_http() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"GET /garbage HTTP/1.1\r\n\r\n");
+    let bytes = client.rest();
+    assert!(!bytes.is_empty());
+    let looks_like_http = bytes.len() >= 12
+        && bytes.starts_with(b"HTTP/1.")
+        && bytes[8] == b' '
+        && bytes[9..12].iter().all(u8::is_ascii_digit);
+    assert!(!looks_like_http, "{:?}", String::from_utf8_lossy(&bytes));
+}
+
+#[test]
+fn slow_drips_its_body() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"GET /slow/200 HTTP/1.1\r\n\r\n");
+    let start = Instant::now();
+    let r = client.response();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 10);
+    assert!(
+        start.elapsed() >= Duration::from_millis(180),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn stats_count_connections_and_requests() {
+    let server = start();
+    const CONNECTIONS: u64 = 3;
+    const PER_CONNECTION: u64 = 4;
+    for _ in 0..CONNECTIONS {
+        let mut client = connect(&server);
+        for _ in 0..PER_CONNECTION {
+            assert_eq!(client.get("/hi").status, 200);
+        }
+    }
+    let requests = CONNECTIONS * PER_CONNECTION;
+    let expected = StatsSnapshot {
+        connections_accepted: CONNECTIONS,
+        connections_closed: CONNECTIONS,
+        requests_received: requests,
+        requests_completed: requests,
+    };
+    assert_eq!(wait_for_stats(&server, |s| *s == expected), expected);
+
+    // `/stats` reports the same numbers, its own request counted as received
+    // but not yet completed.
+    let r = connect(&server).get("/stats");
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let json: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "connections_accepted": CONNECTIONS + 1,
+            "connections_closed": CONNECTIONS,
+            "requests_received": requests + 1,
+            "requests_completed": requests,
+        })
+    );
+}
+
+#[test]
+fn connection_close_is_honoured() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"GET /hi HTTP/1.1\r\nConnection: close\r\n\r\n");
+    let r = client.response();
+    assert_eq!(r.body, b"world");
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(client.rest(), b"");
+}
+
+#[test]
+fn http10_closes_unless_asked_to_keep_alive() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"GET /hi HTTP/1.0\r\n\r\n");
+    assert_eq!(client.response().body, b"world");
+    assert_eq!(client.rest(), b"");
+
+    let mut client = connect(&server);
+    client.send(b"GET /hi HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_eq!(client.response().header("connection"), Some("keep-alive"));
+    client.send(b"GET /hi HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_eq!(client.response().body, b"world");
+}
+
+#[test]
+fn malformed_request_gets_400_and_a_close() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"THIS IS NOT HTTP\r\n\r\n");
+    let r = client.response();
+    assert_eq!(r.status, 400);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(client.rest(), b"");
+}
+
+#[test]
+fn bad_paths_get_404_and_400() {
+    let server = start();
+    let mut client = connect(&server);
+    assert_eq!(client.get("/no/such/thing").status, 404);
+    assert_eq!(client.get("/sleep/abc").status, 400);
+    assert_eq!(client.get("/bytes/-1").status, 400);
+    assert_eq!(client.get("/hi").body, b"world", "still keep-alive");
+}
+
+#[test]
+fn oversized_body_gets_413() {
+    let server = start();
+    let mut client = connect(&server);
+    client.send(b"POST /echo HTTP/1.1\r\nContent-Length: 1000000000\r\n\r\n");
+    assert_eq!(client.response().status, 413);
+}
+
+#[test]
+fn clients_that_vanish_do_not_hurt_the_server() {
+    let server = start();
+    for partial in [
+        &b"GET /hi HT"[..],
+        b"POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+        b"GET /bytes/10000000 HTTP/1.1\r\n\r\n",
+    ] {
+        let mut client = connect(&server);
+        client.send(partial);
+    }
+    let stats = wait_for_stats(&server, |s| s.connections_closed == 4);
+    assert_eq!(stats.connections_closed, 4);
+    assert_eq!(connect(&server).get("/hi").body, b"world");
+}
+
+#[test]
+fn stop_is_quick_even_with_a_stalled_connection() {
+    let server = start();
+    let mut stalled = connect(&server);
+    stalled.send(b"GET /stall HTTP/1.1\r\n\r\n");
+    let mut sleeping = connect(&server);
+    sleeping.send(b"GET /sleep/60000 HTTP/1.1\r\n\r\n");
+    let mut burning = connect(&server);
+    burning.send(b"GET /cpu/60000 HTTP/1.1\r\n\r\n");
+    wait_for_stats(&server, |s| s.requests_received == 3);
+
+    let start = Instant::now();
+    server.stop();
+    assert!(start.elapsed() < Duration::from_secs(1), "{:?}", start.elapsed());
+    // The stalled client sees its connection end (EOF or reset), not a
+    // timeout.
+    let mut byte = [0u8; 1];
+    match stalled.stream.read(&mut byte) {
+        Ok(n) => assert_eq!(n, 0),
+        Err(e) => assert!(
+            !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            "{e}"
+        ),
+    }
+}
+
+#[test]
+fn binding_a_used_address_fails_naming_it() {
+    let server = start();
+    let err = spawn(ServerOptions { addr: server.addr() }).expect_err("the address is taken");
+    assert_eq!(err.kind(), ErrorKind::AddrInUse);
+    assert!(err.to_string().contains(&server.addr().to_string()), "{err}");
+}
+
+#[test]
+fn spawn_and_stop_work_from_inside_an_async_context() {
+    let taken = start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // A failed bind must not drop a runtime here (tokio panics on that).
+        assert!(spawn(ServerOptions { addr: taken.addr() }).is_err());
+        let server = start();
+        assert_eq!(connect(&server).get("/hi").body, b"world");
+        server.stop();
+    });
+}
+
+#[test]
+fn run_serves_until_its_shutdown_future_resolves() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(volley::server::run(listener, async {
+        let _ = stopped.await;
+    }));
+
+    let stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let mut client = Client {
+        stream,
+        buf: Vec::new(),
+    };
+    assert_eq!(client.get("/hi").body, b"world");
+
+    stop.send(()).unwrap();
+    let result = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(2), server).await });
+    assert!(matches!(result, Ok(Ok(Ok(())))), "{result:?}");
+    assert_eq!(client.rest(), b"", "the connection is closed at shutdown");
+}
