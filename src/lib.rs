@@ -1,7 +1,22 @@
 //! volley: an HTTP load tester.
 //!
 //! The data flows one way (see `shared/architecture.md`): CLI flags are
-//! resolved into a plan, the engine runs it on per-thread workers, and the
-//! report is rendered from one `Report` value.
+//! resolved into a [`plan::Plan`], the [`engine`] runs it on per-thread
+//! workers, each worker records [`sample::Sample`]s into its own
+//! [`recorder::Recorder`], snapshots are merged by the [`collector`], and the
+//! [`report`] is rendered from one `Report` value.
 
+pub mod cli;
+pub mod collector;
+pub mod demo;
+pub mod engine;
+pub mod http1;
+pub mod net;
+pub mod plan;
+pub mod recorder;
+pub mod report;
+pub mod run;
+pub mod sample;
 pub mod server;
+pub mod sys;
+pub mod target;

@@ -1,5 +1,130 @@
-//! The `volley` binary: for now only the embedded target.
+//! The `volley` binary: parses the command line and maps outcomes to exit
+//! codes (0 completed, 1 could not run or nothing succeeded, 2 bad usage,
+//! 130 interrupted). Every failure is one line on stderr.
 
-fn main() -> std::io::Result<()> {
-    volley::server::serve_forever(volley::server::ServerOptions::default())
+use clap::Parser;
+use clap::error::ErrorKind as ClapErrorKind;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use volley::cli::{Cli, Command};
+use volley::plan::Plan;
+use volley::report::text::Detail;
+use volley::run::{Output, Verdict, execute};
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_INTERRUPTED: u8 = 130;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err)
+            if matches!(
+                err.kind(),
+                ClapErrorKind::DisplayHelp | ClapErrorKind::DisplayVersion
+            ) =>
+        {
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(err) if err.kind() == ClapErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Err(err) => {
+            eprintln!("{} (see volley --help)", one_line(&err.render().to_string()));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let stop = install_interrupt_handler();
+    match cli.command {
+        Command::Run(args) => {
+            let plan = match Plan::from_args(&args) {
+                Ok(plan) => plan,
+                Err(err) => return fail(EXIT_USAGE, &err.to_string()),
+            };
+            let detail = if args.quiet {
+                Detail::Quiet
+            } else if args.verbose {
+                Detail::Verbose
+            } else {
+                Detail::Normal
+            };
+            let output = Output {
+                json_stdout: args.json,
+                file: args.output.clone(),
+                detail,
+            };
+            match execute(plan, &output, stop) {
+                Ok((report, verdict)) => exit_for(
+                    verdict,
+                    report
+                        .runs
+                        .iter()
+                        .find(|r| r.summary.ok == 0)
+                        .map(|r| r.url.as_str()),
+                ),
+                Err(err) => fail(EXIT_FAILED, &err.to_string()),
+            }
+        }
+        Command::Serve(args) => {
+            match volley::server::serve_forever(volley::server::ServerOptions { addr: args.addr }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => fail(EXIT_FAILED, &err.to_string()),
+            }
+        }
+        Command::Demo(args) => match volley::demo::run(&args.duration, stop) {
+            Ok(verdict) => exit_for(verdict, None),
+            Err(err) => fail(EXIT_FAILED, &format!("{err:#}")),
+        },
+    }
+}
+
+/// clap's message spans lines (the problem, then usage and a hint); the
+/// lines before "Usage:" say what was wrong, folded into one.
+fn one_line(rendered: &str) -> String {
+    let message: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .collect();
+    if message.is_empty() {
+        "error: invalid usage".to_string()
+    } else {
+        message.join(" ")
+    }
+}
+
+fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(code)
+}
+
+fn exit_for(verdict: Verdict, dead_url: Option<&str>) -> ExitCode {
+    match verdict {
+        Verdict::Completed => ExitCode::SUCCESS,
+        Verdict::NoSuccess => fail(
+            EXIT_FAILED,
+            &format!(
+                "no request to {} succeeded (see the errors above)",
+                dead_url.unwrap_or("the target")
+            ),
+        ),
+        Verdict::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
+    }
+}
+
+/// The first Ctrl-C asks the run to stop and report; a second one exits at
+/// once, in case something does not stop.
+fn install_interrupt_handler() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let _ = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+    });
+    stop
 }

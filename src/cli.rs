@@ -1,0 +1,113 @@
+//! Raw command-line flags, exactly as clap parses them; no logic here.
+//!
+//! `plan::Plan::from_args` resolves and validates them, so the same checks
+//! apply whichever way a plan is built.
+
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "volley",
+    version,
+    about = "An HTTP load tester: as fast as wrk, with numbers you can trust"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load one or more URLs, one after another, and report.
+    Run(Box<RunArgs>),
+    /// Run the embedded target server (test and fault endpoints).
+    Serve(ServeArgs),
+    /// Start the embedded server and run a short load test against it.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// URLs to load (http:// or https://), run one after another.
+    #[arg(required = true, value_name = "URL")]
+    pub urls: Vec<String>,
+    /// Concurrent connections (each has one request in flight).
+    #[arg(short = 'c', long, default_value_t = 50)]
+    pub connections: usize,
+    /// Worker threads [default: the cores this process may use].
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Stop after exactly this many measured requests.
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+    /// Stop after this long (10s, 2m) [default: 10s unless -n is given].
+    #[arg(short = 'd', long)]
+    pub duration: Option<String>,
+    /// Warm-up before measuring: a duration (2s) or a request count (500).
+    #[arg(short = 'w', long)]
+    pub warmup: Option<String>,
+    /// Quiet between two URLs.
+    #[arg(long, default_value = "0s")]
+    pub delay: String,
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+    /// Request header, "Name: value" or name=value (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[arg(short = 'b', long, conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Request body read from a file.
+    #[arg(long, value_name = "PATH")]
+    pub body_file: Option<PathBuf>,
+    /// Expected statuses, e.g. 200,304 or 2xx [default: any 2xx or 3xx].
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "30s")]
+    pub timeout: String,
+    /// Timeout for opening a connection (and its TLS handshake).
+    #[arg(long, default_value = "10s")]
+    pub connect_timeout: String,
+    /// A new connection for every request (sends Connection: close).
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// Skip TLS certificate verification.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Write the JSON report to this file.
+    #[arg(short = 'o', long, value_name = "FILE.json")]
+    pub output: Option<PathBuf>,
+    /// Print the JSON report on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// Print only the summary.
+    #[arg(short = 'q', long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Print more detail (the resolved plan, every status code, all percentiles).
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+    /// Sampling interval of the per-interval log and series.
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    /// Response-time distribution thresholds, as in Gatling's report.
+    #[arg(long, default_value = "800ms,1200ms")]
+    pub buckets: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port and prints it.
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    pub addr: SocketAddr,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Seconds of load per demo URL.
+    #[arg(short = 'd', long, default_value = "2s")]
+    pub duration: String,
+}

@@ -1,0 +1,200 @@
+//! Merges the workers' per-interval snapshots into the time series and the
+//! run's totals.
+//!
+//! Workers send snapshots tagged with their interval index; a row is complete
+//! once every worker still running has sent that index. Rows are emitted in
+//! order, so the live log and the saved series agree.
+
+use crate::recorder::Snapshot;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One row of the per-interval series (latencies in milliseconds).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct SeriesRow {
+    /// End of the interval, seconds since the measured start.
+    pub t_s: f64,
+    pub requests: u64,
+    pub errors: u64,
+    pub rps: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// Microseconds (as recorded) to milliseconds (as reported).
+pub fn us_to_ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+impl SeriesRow {
+    fn from_snapshot(snap: &Snapshot, start_s: f64, end_s: f64) -> SeriesRow {
+        let span = (end_s - start_s).max(1e-6);
+        let pct = |q: f64| us_to_ms(snap.quantile_us(q));
+        SeriesRow {
+            t_s: end_s,
+            requests: snap.requests,
+            errors: snap.error_count(),
+            rps: snap.requests as f64 / span,
+            p50: pct(0.5),
+            p90: pct(0.9),
+            p99: pct(0.99),
+            max: if snap.latency.is_empty() {
+                0.0
+            } else {
+                us_to_ms(snap.latency.max())
+            },
+        }
+    }
+}
+
+/// A row still waiting for some workers.
+#[derive(Default)]
+struct PendingRow {
+    snapshot: Snapshot,
+    /// The latest end time any contribution reported.
+    end_s: f64,
+}
+
+/// Where a worker stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    /// Has sent every index below this one.
+    Sent(u64),
+    /// Sent its final snapshot; contributes to no later row.
+    Finished,
+}
+
+/// Builds the series and totals from worker snapshots.
+pub struct Collector {
+    interval_s: f64,
+    progress: Vec<Progress>,
+    pending: BTreeMap<u64, PendingRow>,
+    /// The next row to emit.
+    next_row: u64,
+    pub total: Snapshot,
+    pub series: Vec<SeriesRow>,
+}
+
+impl Collector {
+    pub fn new(workers: usize, interval: Duration) -> Collector {
+        Collector {
+            interval_s: interval.as_secs_f64(),
+            progress: vec![Progress::Sent(0); workers],
+            pending: BTreeMap::new(),
+            next_row: 0,
+            total: Snapshot::default(),
+            series: Vec::new(),
+        }
+    }
+
+    /// A full interval from one worker.
+    pub fn interval(&mut self, worker: usize, index: u64, snapshot: &Snapshot) -> Vec<SeriesRow> {
+        let end_s = (index + 1) as f64 * self.interval_s;
+        self.add(index, snapshot, end_s);
+        self.progress[worker] = Progress::Sent(index + 1);
+        self.flush()
+    }
+
+    /// A worker's last, possibly partial, interval.
+    pub fn finished(
+        &mut self,
+        worker: usize,
+        index: u64,
+        snapshot: &Snapshot,
+        elapsed: Duration,
+    ) -> Vec<SeriesRow> {
+        self.add(index, snapshot, elapsed.as_secs_f64());
+        self.progress[worker] = Progress::Finished;
+        self.flush()
+    }
+
+    fn add(&mut self, index: u64, snapshot: &Snapshot, end_s: f64) {
+        let row = self.pending.entry(index).or_default();
+        row.snapshot += snapshot;
+        row.end_s = row.end_s.max(end_s);
+    }
+
+    /// Emits every row that no running worker can still add to.
+    fn flush(&mut self) -> Vec<SeriesRow> {
+        let mut emitted = Vec::new();
+        loop {
+            let index = self.next_row;
+            let complete = self.progress.iter().all(|p| match p {
+                Progress::Sent(sent) => *sent > index,
+                Progress::Finished => true,
+            });
+            if !complete {
+                break;
+            }
+            let Some(row) = self.pending.remove(&index) else {
+                // Everyone finished and nothing is left.
+                if self.pending.is_empty() {
+                    break;
+                }
+                self.next_row += 1;
+                continue;
+            };
+            let start_s = index as f64 * self.interval_s;
+            let series_row = SeriesRow::from_snapshot(&row.snapshot, start_s, row.end_s);
+            self.total += &row.snapshot;
+            self.series.push(series_row);
+            emitted.push(series_row);
+            self.next_row += 1;
+        }
+        emitted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::Recorder;
+    use crate::sample::{Outcome, Sample};
+
+    fn snap(requests: u64) -> Snapshot {
+        let mut rec = Recorder::default();
+        for _ in 0..requests {
+            rec.record(&Sample {
+                latency_us: 1000,
+                bytes: 1,
+                outcome: Outcome::Ok { status: 200 },
+            });
+        }
+        rec.take()
+    }
+
+    #[test]
+    fn rows_wait_for_every_worker_and_come_in_order() {
+        let mut c = Collector::new(2, Duration::from_secs(1));
+        assert!(c.interval(0, 0, &snap(10)).is_empty());
+        assert!(c.interval(0, 1, &snap(10)).is_empty());
+        let rows = c.interval(1, 0, &snap(5));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].requests, 15);
+        assert_eq!(rows[0].rps, 15.0);
+        // Worker 1 ends half-way through interval 1.
+        let rows = c.finished(1, 1, &snap(2), Duration::from_millis(1500));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].requests, 12);
+        let rows = c.finished(0, 2, &snap(4), Duration::from_millis(2500));
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].t_s, rows[0].requests), (2.5, 4));
+        assert!(
+            (rows[0].rps - 8.0).abs() < 1e-9,
+            "a half interval doubles the rate"
+        );
+        assert_eq!(c.total.requests, 31);
+        assert_eq!(c.series.len(), 3);
+    }
+
+    #[test]
+    fn latencies_are_reported_in_ms() {
+        let mut c = Collector::new(1, Duration::from_secs(1));
+        let rows = c.finished(0, 0, &snap(3), Duration::from_secs(1));
+        assert_eq!(rows[0].p50, 1.0);
+        assert_eq!(rows[0].max, 1.0);
+    }
+}

@@ -1,0 +1,50 @@
+//! `volley demo`: the embedded target on a free loopback port and a short,
+//! bounded load test against a few of its endpoints, so a fresh checkout
+//! shows what volley does with nothing but the repository.
+
+use crate::cli::{Cli, Command};
+use crate::plan::Plan;
+use crate::report::text::thousands;
+use crate::run::{Output, Verdict, execute};
+use crate::server::{ServerOptions, spawn};
+use anyhow::{Context, Result};
+use clap::Parser;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Runs the demo; `duration` is per URL (e.g. "2s").
+pub fn run(duration: &str, stop: Arc<AtomicBool>) -> Result<Verdict> {
+    let server = spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse()?,
+    })
+    .context("cannot start the embedded server")?;
+    let base = format!("http://{}", server.addr());
+    println!("volley demo: embedded target on {base} (fast /hi, 10 ms /sleep/10, 16 KiB /bytes/16384)\n");
+    let urls = [
+        format!("{base}/hi"),
+        format!("{base}/sleep/10"),
+        format!("{base}/bytes/16384"),
+    ];
+    let mut argv = vec![
+        "volley", "run", "-c", "16", "-d", duration, "-w", "500ms", "--delay", "500ms",
+    ];
+    argv.extend(urls.iter().map(String::as_str));
+    let Command::Run(args) = Cli::try_parse_from(argv)?.command else {
+        unreachable!("the demo builds a run command")
+    };
+    let plan = Plan::from_args(&args)?;
+    let output = Output {
+        json_stdout: false,
+        file: None,
+        detail: crate::report::text::Detail::Normal,
+    };
+    let (_report, verdict) = execute(plan, &output, stop)?;
+    let stats = server.stats();
+    println!(
+        "\nthe target saw {} connections and answered {} requests",
+        thousands(stats.connections_accepted),
+        thousands(stats.requests_completed)
+    );
+    server.stop();
+    Ok(verdict)
+}

@@ -1,0 +1,278 @@
+//! Runs one target of a plan: starts the workers, merges what they report,
+//! and returns the measured totals and series.
+//!
+//! The caller watches the run through an [`Observer`] (the live view and the
+//! per-interval log); the engine itself prints nothing.
+
+pub mod budget;
+pub mod worker;
+
+use crate::collector::{Collector, SeriesRow};
+use crate::http1::RequestBytes;
+use crate::net::TlsSetup;
+use crate::plan::{Plan, StatusSet, Warmup};
+use crate::recorder::Snapshot;
+use crate::sys::CpuTime;
+use crate::target::Target;
+use budget::Limit;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use worker::WorkerSpec;
+
+/// Why a run could not happen at all (as opposed to requests failing).
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error("{0}")]
+    Setup(String),
+    #[error("worker failed: {0}")]
+    Worker(String),
+}
+
+/// What every worker of a run shares, read-only.
+pub struct Shared {
+    pub target: Target,
+    pub request: RequestBytes,
+    pub success: StatusSet,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub keepalive: bool,
+    pub tls: Option<TlsSetup>,
+    pub interval: Duration,
+    /// Set on Ctrl-C; workers poll it on a timer.
+    pub stop: Arc<AtomicBool>,
+    /// Workers meet here after warm-up so measuring starts together.
+    pub barrier: Barrier,
+    /// The measured phase's start, set by the first worker past the barrier.
+    pub start: OnceLock<Instant>,
+}
+
+/// Messages from workers to the collecting thread, once per interval each.
+pub enum WorkerMsg {
+    Warmup {
+        snapshot: Snapshot,
+        elapsed: Duration,
+    },
+    Interval {
+        worker: usize,
+        index: u64,
+        snapshot: Snapshot,
+    },
+    Finished {
+        worker: usize,
+        index: u64,
+        snapshot: Snapshot,
+        elapsed: Duration,
+        cpu: CpuTime,
+    },
+    Failed(String),
+}
+
+/// A phase's totals.
+#[derive(Clone, Debug)]
+pub struct PhaseSummary {
+    pub snapshot: Snapshot,
+    pub elapsed: Duration,
+}
+
+/// The measured result of one target.
+#[derive(Debug)]
+pub struct RunResult {
+    pub warmup: Option<PhaseSummary>,
+    pub total: Snapshot,
+    pub series: Vec<SeriesRow>,
+    pub elapsed: Duration,
+    /// CPU time of the worker threads during the measured phase.
+    pub cpu: CpuTime,
+    pub threads: usize,
+    /// Stopped by Ctrl-C before its planned end.
+    pub interrupted: bool,
+}
+
+/// Watches a run as it goes.
+pub trait Observer {
+    fn warmup_done(&mut self, _warmup: &PhaseSummary) {}
+    fn row(&mut self, _row: &SeriesRow) {}
+    /// Called a few times a second during the measured phase.
+    fn tick(&mut self, _elapsed: Duration, _so_far: &Snapshot, _last: Option<&SeriesRow>) {}
+}
+
+/// An observer that watches nothing.
+pub struct Silent;
+impl Observer for Silent {}
+
+/// How often the collecting thread wakes to refresh the live view.
+const TICK: Duration = Duration::from_millis(250);
+
+/// Splits a phase's request count over workers in proportion to their
+/// connections, so the total stays exact.
+fn worker_limit(plan: &Plan, worker: usize, requests: Option<u64>, duration: Option<Duration>) -> Limit {
+    let requests = requests.map(|n| {
+        // Connections per worker differ by at most one; split requests the
+        // same way they split connections.
+        let mut before = 0u64;
+        for i in 0..worker {
+            before += plan.connections_of(i) as u64;
+        }
+        let mine = plan.connections_of(worker) as u64;
+        let total = plan.connections as u64;
+        let start = n * before / total;
+        let end = n * (before + mine) / total;
+        end - start
+    });
+    Limit { requests, duration }
+}
+
+/// Runs the plan against one target.
+pub fn run(
+    plan: &Plan,
+    target: &Target,
+    stop: Arc<AtomicBool>,
+    observer: &mut dyn Observer,
+) -> Result<RunResult, EngineError> {
+    let tls = match target.tls {
+        true => Some(TlsSetup::new(target, plan.insecure).map_err(EngineError::Setup)?),
+        false => None,
+    };
+    let threads = plan.threads;
+    let shared = Arc::new(Shared {
+        target: target.clone(),
+        request: RequestBytes::build(&plan.method, target, &plan.headers, &plan.body, plan.keepalive),
+        success: plan.success.clone(),
+        timeout: plan.timeout,
+        connect_timeout: plan.connect_timeout,
+        keepalive: plan.keepalive,
+        tls,
+        interval: plan.interval,
+        stop,
+        barrier: Barrier::new(threads),
+        start: OnceLock::new(),
+    });
+    let (tx, rx) = mpsc::channel();
+    let mut handles = Vec::with_capacity(threads);
+    for id in 0..threads {
+        let warmup = plan.warmup.map(|w| match w {
+            Warmup::Duration(d) => Limit {
+                requests: None,
+                duration: Some(d),
+            },
+            Warmup::Requests(n) => worker_limit(plan, id, Some(n), None),
+        });
+        let spec = WorkerSpec {
+            id,
+            connections: plan.connections_of(id),
+            warmup,
+            measured: worker_limit(plan, id, plan.requests, plan.duration),
+        };
+        let (shared, tx) = (shared.clone(), tx.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("volley-worker-{id}"))
+            .spawn(move || worker::run(spec, shared, tx))
+            .map_err(|e| EngineError::Setup(format!("cannot start worker thread: {e}")))?;
+        handles.push(handle);
+    }
+    drop(tx);
+
+    let mut collector = Collector::new(threads, plan.interval);
+    let mut warmup: Option<PhaseSummary> = None;
+    let mut warmups_left = if plan.warmup.is_some() { threads } else { 0 };
+    let mut elapsed = Duration::ZERO;
+    let mut cpu = CpuTime::default();
+    let mut failure = None;
+    loop {
+        match rx.recv_timeout(TICK) {
+            Ok(WorkerMsg::Warmup { snapshot, elapsed }) => {
+                let phase = warmup.get_or_insert_with(|| PhaseSummary {
+                    snapshot: Snapshot::default(),
+                    elapsed,
+                });
+                phase.snapshot += &snapshot;
+                phase.elapsed = phase.elapsed.max(elapsed);
+                warmups_left -= 1;
+                if warmups_left == 0 {
+                    observer.warmup_done(phase);
+                }
+            }
+            Ok(WorkerMsg::Interval {
+                worker,
+                index,
+                snapshot,
+            }) => {
+                for row in collector.interval(worker, index, &snapshot) {
+                    observer.row(&row);
+                }
+            }
+            Ok(WorkerMsg::Finished {
+                worker,
+                index,
+                snapshot,
+                elapsed: worker_elapsed,
+                cpu: worker_cpu,
+            }) => {
+                elapsed = elapsed.max(worker_elapsed);
+                cpu += worker_cpu;
+                for row in collector.finished(worker, index, &snapshot, worker_elapsed) {
+                    observer.row(&row);
+                }
+            }
+            Ok(WorkerMsg::Failed(message)) => failure = Some(message),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if let Some(start) = shared.start.get() {
+            observer.tick(start.elapsed(), &collector.total, collector.series.last());
+        }
+    }
+    for handle in handles {
+        if handle.join().is_err() {
+            failure.get_or_insert_with(|| "a worker thread panicked".to_string());
+        }
+    }
+    if let Some(message) = failure {
+        return Err(EngineError::Worker(message));
+    }
+    let interrupted = shared.stop.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(RunResult {
+        warmup,
+        total: collector.total,
+        series: collector.series,
+        elapsed,
+        cpu,
+        threads,
+        interrupted,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_split_is_exact() {
+        let args = crate::cli::RunArgs {
+            urls: vec!["http://127.0.0.1:9/".into()],
+            connections: 7,
+            threads: Some(3),
+            ..test_args()
+        };
+        let plan = Plan::from_args(&args).unwrap();
+        let total: u64 = (0..3)
+            .map(|w| worker_limit(&plan, w, Some(1000), None).requests.unwrap())
+            .sum();
+        assert_eq!(total, 1000);
+        let total: u64 = (0..3)
+            .map(|w| worker_limit(&plan, w, Some(2), None).requests.unwrap())
+            .sum();
+        assert_eq!(total, 2);
+    }
+
+    fn test_args() -> crate::cli::RunArgs {
+        use clap::Parser;
+        match crate::cli::Cli::parse_from(["volley", "run", "http://127.0.0.1:9/"]).command {
+            crate::cli::Command::Run(args) => *args,
+            _ => unreachable!(),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! One worker: an OS thread with its own current-thread runtime, owning its
+//! connections and its recorder.
+//!
+//! There is exactly one request loop ([`connection_loop`]); phases (warm-up,
+//! measured) differ only in the [`Budget`] they hand it. Nothing on the
+//! per-request path locks, allocates or touches another thread: the recorder
+//! sits in a `RefCell` on this thread and is swapped out once per interval.
+
+use super::budget::{Budget, Limit};
+use super::{Shared, WorkerMsg};
+use crate::http1::{ResponseHead, ResponseReader};
+use crate::net::{Connector, Stream};
+use crate::recorder::Recorder;
+use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
+use crate::sys::thread_cpu;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+
+/// What one worker is asked to do.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerSpec {
+    pub id: usize,
+    pub connections: usize,
+    pub warmup: Option<Limit>,
+    pub measured: Limit,
+}
+
+/// How often a worker looks at the shared stop flag (Ctrl-C). Polling a
+/// timer keeps the flag off the per-request path.
+const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// One connection's state, reused across requests.
+#[derive(Default)]
+struct Slot {
+    stream: Option<Stream>,
+    reader: ResponseReader,
+    /// Set while a request is on the wire; a slot left busy (its request was
+    /// cancelled at the deadline) is reconnected before reuse.
+    busy: bool,
+}
+
+/// The worker's view of the run, borrowed by every connection loop.
+struct WorkerCtx {
+    shared: Arc<Shared>,
+    connector: Connector,
+    recorder: RefCell<Recorder>,
+}
+
+/// Runs a worker to completion on the calling thread, reporting through `tx`.
+pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(err) => {
+            let _ = tx.send(WorkerMsg::Failed(format!("cannot start a worker runtime: {err}")));
+            shared.barrier.wait();
+            return;
+        }
+    };
+    let ctx = WorkerCtx {
+        connector: Connector::new(&shared.target, shared.tls.clone(), shared.connect_timeout),
+        shared,
+        recorder: RefCell::new(Recorder::default()),
+    };
+    let mut slots: Vec<Slot> = (0..spec.connections).map(|_| Slot::default()).collect();
+
+    if let Some(limit) = spec.warmup {
+        let began = Instant::now();
+        let budget = Budget::new(limit.requests, limit.duration.map(|d| began + d));
+        runtime.block_on(async {
+            // At the warm-up's end no new request starts but those in flight
+            // finish, so the connections stay usable for the measured phase.
+            tokio::select! {
+                _ = drive(&ctx, &mut slots, &budget) => {}
+                _ = stop_requested(&ctx) => {}
+            }
+        });
+        let snapshot = ctx.recorder.borrow_mut().take();
+        let _ = tx.send(WorkerMsg::Warmup {
+            snapshot,
+            elapsed: began.elapsed(),
+        });
+    }
+
+    // Every worker starts measuring at the same instant.
+    ctx.shared.barrier.wait();
+    let start = *ctx.shared.start.get_or_init(Instant::now);
+    let cpu_before = thread_cpu();
+    let deadline = spec.measured.duration.map(|d| start + d);
+    let budget = Budget::new(spec.measured.requests, deadline);
+    let next_index = Cell::new(0u64);
+    runtime.block_on(async {
+        // `biased`: when the deadline and an interval tick fall due together,
+        // the deadline wins and the last interval is reported whole.
+        tokio::select! {
+            biased;
+            _ = sleep_until(deadline) => {}
+            _ = stop_requested(&ctx) => {}
+            _ = drive(&ctx, &mut slots, &budget) => {}
+            _ = tick(&ctx, spec.id, start, &next_index, &tx) => {}
+        }
+    });
+    let elapsed = start.elapsed();
+    let cpu = thread_cpu() - cpu_before;
+    let snapshot = ctx.recorder.borrow_mut().take();
+    let index = next_index.get();
+    let _ = tx.send(WorkerMsg::Finished {
+        worker: spec.id,
+        index,
+        snapshot,
+        elapsed,
+        cpu,
+    });
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn stop_requested(ctx: &WorkerCtx) {
+    while !ctx.shared.stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(STOP_POLL).await;
+    }
+}
+
+/// Hands the collector one snapshot per interval, on the run's clock.
+async fn tick(
+    ctx: &WorkerCtx,
+    worker: usize,
+    start: Instant,
+    next_index: &Cell<u64>,
+    tx: &Sender<WorkerMsg>,
+) {
+    let interval = ctx.shared.interval;
+    loop {
+        let index = next_index.get();
+        let due = start + interval.saturating_mul(u32::try_from(index + 1).unwrap_or(u32::MAX));
+        tokio::time::sleep_until(due.into()).await;
+        let snapshot = ctx.recorder.borrow_mut().take();
+        let _ = tx.send(WorkerMsg::Interval {
+            worker,
+            index,
+            snapshot,
+        });
+        next_index.set(index + 1);
+    }
+}
+
+/// Runs every connection's loop until the budget is spent.
+async fn drive(ctx: &WorkerCtx, slots: &mut [Slot], budget: &Budget) {
+    let mut loops: FuturesUnordered<_> = slots
+        .iter_mut()
+        .map(|slot| connection_loop(ctx, slot, budget))
+        .collect();
+    while loops.next().await.is_some() {}
+}
+
+/// The one request loop: send, read, record, until the budget says stop.
+async fn connection_loop(ctx: &WorkerCtx, slot: &mut Slot, budget: &Budget) {
+    while let Some(sent_at) = budget.take() {
+        let result = exchange(ctx, slot).await;
+        let latency_us = sent_at.elapsed().as_micros() as u64;
+        let sample = match result {
+            Ok(head) => {
+                if head.close || !ctx.shared.keepalive {
+                    slot.stream = None;
+                }
+                Sample {
+                    latency_us,
+                    bytes: head.bytes,
+                    outcome: classify(ctx, head.status),
+                }
+            }
+            Err(err) => {
+                slot.stream = None;
+                let mut recorder = ctx.recorder.borrow_mut();
+                if recorder.wants_example(err.kind) {
+                    recorder.note_error(&err);
+                }
+                Sample {
+                    latency_us,
+                    bytes: 0,
+                    outcome: Outcome::Failed(err.kind),
+                }
+            }
+        };
+        ctx.recorder.borrow_mut().record(&sample);
+    }
+}
+
+fn classify(ctx: &WorkerCtx, status: u16) -> Outcome {
+    if ctx.shared.success.contains(status) {
+        return Outcome::Ok { status };
+    }
+    let mut recorder = ctx.recorder.borrow_mut();
+    if recorder.wants_example(ErrorKind::Status) {
+        recorder.note_error(&RequestError::new(ErrorKind::Status, ErrorDetail::Status(status)));
+    }
+    Outcome::BadStatus { status }
+}
+
+/// One request and its response, within the request timeout.
+async fn exchange(ctx: &WorkerCtx, slot: &mut Slot) -> Result<ResponseHead, RequestError> {
+    let timeout = ctx.shared.timeout;
+    let work = async {
+        if slot.busy || slot.stream.is_none() {
+            slot.stream = None;
+            slot.stream = Some(ctx.connector.connect().await?);
+            slot.reader.clear();
+        }
+        slot.busy = true;
+        let stream = slot.stream.as_mut().expect("connected just above");
+        stream
+            .write_all(&ctx.shared.request.bytes)
+            .await
+            .map_err(RequestError::from_io)?;
+        let head = slot
+            .reader
+            .read_response(stream, ctx.shared.request.is_head)
+            .await?;
+        slot.busy = false;
+        Ok(head)
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(result) => result,
+        Err(_) => Err(RequestError::new(
+            ErrorKind::Timeout,
+            ErrorDetail::Timeout(timeout),
+        )),
+    }
+}

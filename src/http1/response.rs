@@ -1,0 +1,434 @@
+//! Reads HTTP/1.1 responses in place from a reused per-connection buffer.
+//!
+//! The body is counted and skipped, never kept: a load generator needs the
+//! status, the byte count and whether the connection stays open. Bytes past
+//! the end of one response stay in the buffer for the next one.
+
+use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Start size of the buffer; most responses of a load test fit in one read.
+const INITIAL_BUFFER: usize = 16 * 1024;
+/// A response head larger than this is treated as a protocol error.
+const MAX_HEAD: usize = 256 * 1024;
+/// Header slots on the stack, enough for typical responses; a response with
+/// more is parsed again with [`MAX_HEADERS`] slots on the heap (rare path).
+const STACK_HEADERS: usize = 32;
+const MAX_HEADERS: usize = 256;
+
+/// What the engine needs from a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub status: u16,
+    /// Bytes read for this response: head, body and chunk framing.
+    pub bytes: u64,
+    /// The server will close the connection after this response.
+    pub close: bool,
+}
+
+/// How the end of a body is found (RFC 9112 section 6.3).
+#[derive(Clone, Copy, Debug)]
+enum Framing {
+    Empty,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+/// A connection's read buffer and parser.
+pub struct ResponseReader {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Default for ResponseReader {
+    fn default() -> Self {
+        ResponseReader {
+            buf: vec![0; INITIAL_BUFFER],
+            start: 0,
+            end: 0,
+        }
+    }
+}
+
+fn closed_early(what: &'static str) -> RequestError {
+    RequestError::new(ErrorKind::Reset, ErrorDetail::Static(what))
+}
+
+impl ResponseReader {
+    /// Forgets buffered bytes (after a reconnect).
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    fn buffered(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// Reads more bytes into the buffer; `Ok(0)` means end of stream.
+    async fn fill<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<usize, RequestError> {
+        if self.start == self.end {
+            self.clear();
+        } else if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else if self.buf.len() < MAX_HEAD {
+                self.buf.resize(self.buf.len() * 2, 0);
+            } else {
+                return Err(RequestError::protocol("response head larger than 256 KiB"));
+            }
+        }
+        let n = stream
+            .read(&mut self.buf[self.end..])
+            .await
+            .map_err(RequestError::from_io)?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Reads one complete response (skipping any 1xx interim responses).
+    pub async fn read_response<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        head_request: bool,
+    ) -> Result<ResponseHead, RequestError> {
+        let mut bytes = 0u64;
+        loop {
+            let (head_len, status, framing, close) = self.read_head(stream, head_request).await?;
+            self.start += head_len;
+            bytes += head_len as u64;
+            if (100..200).contains(&status) && status != 101 {
+                continue;
+            }
+            let (body, closed) = match framing {
+                Framing::Empty => (0, false),
+                Framing::Length(n) => (self.skip(stream, n).await?, false),
+                Framing::Chunked => (self.skip_chunked(stream).await?, false),
+                Framing::UntilClose => (self.skip_to_eof(stream).await?, true),
+            };
+            bytes += body;
+            return Ok(ResponseHead {
+                status,
+                bytes,
+                close: close || closed,
+            });
+        }
+    }
+
+    async fn read_head<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        head_request: bool,
+    ) -> Result<ParsedHead, RequestError> {
+        loop {
+            if let Some(parsed) = parse_head(self.buffered(), head_request)? {
+                return Ok(parsed);
+            }
+            if self.fill(stream).await? == 0 {
+                return Err(if self.start == self.end {
+                    closed_early("connection closed by the server before any response")
+                } else {
+                    closed_early("connection closed in the middle of the response head")
+                });
+            }
+        }
+    }
+
+    /// Consumes `n` body bytes; returns `n`.
+    async fn skip<S: AsyncRead + Unpin>(&mut self, stream: &mut S, n: u64) -> Result<u64, RequestError> {
+        let mut left = n;
+        loop {
+            let take = left.min((self.end - self.start) as u64);
+            self.start += take as usize;
+            left -= take;
+            if left == 0 {
+                return Ok(n);
+            }
+            if self.fill(stream).await? == 0 {
+                return Err(closed_early(
+                    "connection closed in the middle of the response body",
+                ));
+            }
+        }
+    }
+
+    async fn skip_to_eof<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<u64, RequestError> {
+        let mut total = (self.end - self.start) as u64;
+        self.clear();
+        loop {
+            match self.fill(stream).await? {
+                0 => return Ok(total),
+                n => {
+                    total += n as u64;
+                    self.clear();
+                }
+            }
+        }
+    }
+
+    /// Consumes a chunked body including its trailers; returns the bytes
+    /// consumed (sizes, data and framing).
+    async fn skip_chunked<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<u64, RequestError> {
+        let mut total = 0u64;
+        loop {
+            let size = loop {
+                match httparse::parse_chunk_size(self.buffered()) {
+                    Ok(httparse::Status::Complete((used, size))) => {
+                        self.start += used;
+                        total += used as u64;
+                        break size;
+                    }
+                    Ok(httparse::Status::Partial) => {
+                        if self.fill(stream).await? == 0 {
+                            return Err(closed_early("connection closed in the middle of a chunked body"));
+                        }
+                    }
+                    Err(_) => return Err(RequestError::protocol("invalid chunk size line")),
+                }
+            };
+            if size == 0 {
+                return Ok(total + self.skip_trailers(stream).await?);
+            }
+            total += self.skip(stream, size).await?;
+            total += self.expect_crlf(stream).await?;
+        }
+    }
+
+    async fn expect_crlf<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<u64, RequestError> {
+        while self.end - self.start < 2 {
+            if self.fill(stream).await? == 0 {
+                return Err(closed_early("connection closed in the middle of a chunked body"));
+            }
+        }
+        if self.buffered()[..2] != *b"\r\n" {
+            return Err(RequestError::protocol("chunk data not followed by CRLF"));
+        }
+        self.start += 2;
+        Ok(2)
+    }
+
+    /// Trailer lines end with an empty line.
+    async fn skip_trailers<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<u64, RequestError> {
+        let mut total = 0u64;
+        loop {
+            match self.buffered().iter().position(|b| *b == b'\n') {
+                Some(pos) => {
+                    let empty = pos == 0 || (pos == 1 && self.buffered()[0] == b'\r');
+                    self.start += pos + 1;
+                    total += pos as u64 + 1;
+                    if empty {
+                        return Ok(total);
+                    }
+                }
+                None => {
+                    if self.fill(stream).await? == 0 {
+                        return Err(closed_early(
+                            "connection closed in the middle of chunked trailers",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Parses a complete head, or returns `None` when more bytes are needed.
+fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, RequestError> {
+    let mut slots = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    match parse_with(buf, &mut slots, head_request) {
+        Err(httparse::Error::TooManyHeaders) => {
+            let mut slots = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
+            parse_with(buf, &mut slots, head_request).map_err(|e| match e {
+                httparse::Error::TooManyHeaders => RequestError::protocol("response has over 256 headers"),
+                _ => RequestError::protocol("invalid HTTP/1.x response"),
+            })?
+        }
+        Err(_) => Err(RequestError::protocol("invalid HTTP/1.x response")),
+        Ok(parsed) => parsed,
+    }
+}
+
+type ParsedHead = (usize, u16, Framing, bool);
+
+/// Parses with the given header slots; header-level problems come back as
+/// `RequestError`s inside `Ok` so only httparse's own errors trigger a retry.
+fn parse_with<'b>(
+    buf: &'b [u8],
+    slots: &mut [httparse::Header<'b>],
+    head_request: bool,
+) -> Result<Result<Option<ParsedHead>, RequestError>, httparse::Error> {
+    let mut response = httparse::Response::new(slots);
+    let head_len = match response.parse(buf)? {
+        httparse::Status::Complete(n) => n,
+        httparse::Status::Partial => return Ok(Ok(None)),
+    };
+    Ok(interpret(head_len, &response, head_request))
+}
+
+/// Reads status, framing and connection handling from a parsed head.
+fn interpret(
+    head_len: usize,
+    response: &httparse::Response<'_, '_>,
+    head_request: bool,
+) -> Result<Option<ParsedHead>, RequestError> {
+    let status = response.code.unwrap_or(0);
+    let mut close = response.version == Some(0);
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    for header in response.headers.iter() {
+        let name = header.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            let value = std::str::from_utf8(header.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| RequestError::protocol("invalid Content-Length"))?;
+            if length.is_some_and(|l| l != value) {
+                return Err(RequestError::protocol("conflicting Content-Length headers"));
+            }
+            length = Some(value);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = header
+                .value
+                .rsplit(|b| *b == b',')
+                .next()
+                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in header.value.split(|b| *b == b',') {
+                let token = token.trim_ascii();
+                if token.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    close = false;
+                }
+            }
+        }
+    }
+    let framing = if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
+        Framing::Empty
+    } else if chunked {
+        Framing::Chunked
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else {
+        Framing::UntilClose
+    };
+    Ok(Some((head_len, status, framing, close)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds the reader from fixed pieces, one piece per read, to exercise
+    /// every partial-input path.
+    struct Pieces(std::collections::VecDeque<Vec<u8>>);
+
+    impl AsyncRead for Pieces {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            if let Some(mut piece) = self.0.pop_front() {
+                let n = piece.len().min(buf.remaining());
+                buf.put_slice(&piece[..n]);
+                if n < piece.len() {
+                    self.0.push_front(piece.split_off(n));
+                }
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    fn pieces(parts: &[&[u8]]) -> Pieces {
+        Pieces(parts.iter().map(|p| p.to_vec()).collect())
+    }
+
+    fn read(parts: &[&[u8]], head: bool) -> Result<ResponseHead, RequestError> {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let mut reader = ResponseReader::default();
+        rt.block_on(reader.read_response(&mut pieces(parts), head))
+    }
+
+    #[test]
+    fn content_length_split_across_reads() {
+        let head = read(
+            &[b"HTTP/1.1 200 OK\r\nContent-", b"Length: 5\r\n\r\nwo", b"rld"],
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            head,
+            ResponseHead {
+                status: 200,
+                bytes: 43,
+                close: false
+            }
+        );
+    }
+
+    #[test]
+    fn chunked_with_trailers_byte_by_byte() {
+        let whole = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\n";
+        let parts: Vec<&[u8]> = whole.chunks(1).collect();
+        let head = read(&parts, false).unwrap();
+        assert_eq!(head.status, 200);
+        assert_eq!(head.bytes, whole.len() as u64);
+    }
+
+    #[test]
+    fn close_delimited_body_reads_to_eof() {
+        let head = read(&[b"HTTP/1.0 200 OK\r\n\r\n", b"abc", b"def"], false).unwrap();
+        assert_eq!(head.bytes, 25);
+        assert!(head.close);
+    }
+
+    #[test]
+    fn head_and_204_have_no_body() {
+        let head = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n"], true).unwrap();
+        assert_eq!(head.status, 200);
+        let head = read(&[b"HTTP/1.1 204 No Content\r\nContent-Length: 99\r\n\r\n"], false).unwrap();
+        assert_eq!(head.status, 204);
+    }
+
+    #[test]
+    fn interim_100_is_skipped_and_close_is_seen() {
+        let head = read(
+            &[b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"],
+            false,
+        )
+        .unwrap();
+        assert_eq!(head.status, 201);
+        assert!(head.close);
+    }
+
+    #[test]
+    fn pipelined_responses_keep_leftover_bytes() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let mut reader = ResponseReader::default();
+        let mut input = pieces(&[
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 404 NF\r\nContent-Length: 2\r\n\r\nbb",
+        ]);
+        let first = rt.block_on(reader.read_response(&mut input, false)).unwrap();
+        let second = rt.block_on(reader.read_response(&mut input, false)).unwrap();
+        assert_eq!((first.status, second.status), (200, 404));
+        assert!(reader.buffered().is_empty());
+    }
+
+    #[test]
+    fn errors_have_the_right_kind() {
+        let garbage = read(&[b"NOT HTTP AT ALL\r\n\r\n"], false).unwrap_err();
+        assert_eq!(garbage.kind, ErrorKind::Protocol);
+        let eof = read(&[], false).unwrap_err();
+        assert_eq!(eof.kind, ErrorKind::Reset);
+        assert!(eof.message().contains("before any response"));
+        let short = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"], false).unwrap_err();
+        assert_eq!(short.kind, ErrorKind::Reset);
+        let bad_len = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"], false).unwrap_err();
+        assert_eq!(bad_len.kind, ErrorKind::Protocol);
+    }
+}

@@ -1,0 +1,46 @@
+//! The latency histogram's portable form: HdrHistogram's V2 compressed
+//! encoding in base64, the same strings other HdrHistogram tools read, so a
+//! saved run can be merged and re-analysed later.
+
+use base64::Engine;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+
+/// Encodes a histogram; an empty string if encoding fails (it cannot for
+/// histograms this crate builds, whose bounds are valid).
+pub fn encode(hist: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    match V2DeflateSerializer::new().serialize(hist, &mut bytes) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
+        Err(_) => String::new(),
+    }
+}
+
+/// Decodes what [`encode`] wrote.
+pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| format!("histogram is not base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| format!("histogram is not HdrHistogram V2: {e:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let mut h = crate::recorder::new_latency_histogram();
+        for v in [1u64, 50, 1000, 123_456, 30_000_000] {
+            h.record(v).unwrap();
+        }
+        let text = encode(&h);
+        assert!(text.starts_with("HISTF"), "V2 deflate cookie in base64: {text}");
+        let back = decode(&text).unwrap();
+        assert_eq!(back.len(), 5);
+        assert_eq!(back.max(), h.max());
+        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+}

@@ -1,0 +1,356 @@
+//! The report of a whole invocation, built once from the engine's results
+//! and rendered as text ([`text`]) or JSON (this value, serialised).
+//!
+//! The JSON shape is a stable contract (`schema/report-v1.json`); fields are
+//! only ever added.
+
+pub mod histogram;
+pub mod live;
+pub mod text;
+
+use crate::collector::{SeriesRow, us_to_ms};
+use crate::engine::{PhaseSummary, RunResult};
+use crate::plan::Plan;
+use crate::recorder::Snapshot;
+use crate::sys::CpuTime;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The schema name scripts check before reading a report.
+pub const SCHEMA: &str = "volley.report/1";
+
+/// Above this share of its threads' time the tool itself was the bottleneck.
+pub const SATURATED: f64 = 0.90;
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub tool: Tool,
+    /// When the invocation started (RFC 3339, UTC).
+    pub started_at: String,
+    pub plan: Plan,
+    pub runs: Vec<RunReport>,
+    /// Whether Ctrl-C cut the invocation short.
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+/// One URL's results.
+#[derive(Debug, Serialize)]
+pub struct RunReport {
+    pub url: String,
+    pub warmup: Option<PhaseTotals>,
+    pub summary: Summary,
+    pub series: Vec<SeriesRow>,
+    /// The whole run's latency histogram of successful requests, in
+    /// microseconds: HdrHistogram V2 (deflate) encoding, base64.
+    pub histogram: String,
+    pub interrupted: bool,
+}
+
+/// Totals of a phase that is shown but not analysed (the warm-up).
+#[derive(Debug, Serialize)]
+pub struct PhaseTotals {
+    pub requests: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub elapsed_s: f64,
+    pub rps: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub requests: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub elapsed_s: f64,
+    pub rps: f64,
+    pub bytes: u64,
+    pub bytes_per_s: f64,
+    pub latency_ms: Latency,
+    pub status: BTreeMap<String, u64>,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// One example message per error kind.
+    pub error_examples: BTreeMap<String, String>,
+    pub distribution: Vec<Bucket>,
+    pub tool_cpu: ToolCpu,
+}
+
+/// Latency of successful requests, in milliseconds (all zero when none).
+#[derive(Debug, Default, Serialize, PartialEq)]
+pub struct Latency {
+    pub min: f64,
+    pub mean: f64,
+    pub stdev: f64,
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub p9999: f64,
+    pub max: f64,
+}
+
+/// One row of the response-time distribution (Gatling's report).
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Bucket {
+    pub label: String,
+    /// Lower bound, inclusive, in ms; absent for the `failed` row.
+    pub from_ms: Option<f64>,
+    /// Upper bound, exclusive, in ms; absent for the open-ended rows.
+    pub to_ms: Option<f64>,
+    pub count: u64,
+    pub percent: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ToolCpu {
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// CPU time over (elapsed x threads): 1.0 means every worker was busy.
+    pub utilisation: f64,
+    pub threads: usize,
+    pub saturated: bool,
+    /// Peak resident memory of the volley process, in bytes.
+    pub peak_rss_bytes: u64,
+}
+
+impl Latency {
+    pub fn from_snapshot(snap: &Snapshot) -> Latency {
+        let h = &snap.latency;
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let q = |quantile: f64| us_to_ms(snap.quantile_us(quantile));
+        Latency {
+            min: us_to_ms(snap.min_us),
+            mean: h.mean() / 1000.0,
+            stdev: h.stdev() / 1000.0,
+            p50: q(0.50),
+            p75: q(0.75),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            p999: q(0.999),
+            p9999: q(0.9999),
+            max: us_to_ms(snap.max_us),
+        }
+    }
+}
+
+fn rate(count: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
+
+fn format_ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms.fract() == 0.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+/// Splits successful requests at the thresholds, then counts failures.
+pub fn distribution(snap: &Snapshot, thresholds: &[Duration]) -> Vec<Bucket> {
+    let bounds_us: Vec<u64> = thresholds.iter().map(|t| t.as_micros() as u64).collect();
+    let mut counts = vec![0u64; bounds_us.len() + 1];
+    for value in snap.latency.iter_recorded() {
+        let v = snap.latency.highest_equivalent(value.value_iterated_to());
+        let slot = bounds_us.iter().position(|b| v < *b).unwrap_or(bounds_us.len());
+        counts[slot] += value.count_since_last_iteration();
+    }
+    let total = snap.requests.max(1) as f64;
+    let percent = |n: u64| 100.0 * n as f64 / total;
+    let mut rows = Vec::with_capacity(counts.len() + 1);
+    for (i, count) in counts.into_iter().enumerate() {
+        let from = i.checked_sub(1).map(|j| thresholds[j]);
+        let to = thresholds.get(i).copied();
+        let label = match (from, to) {
+            (None, Some(to)) => format!("t < {}", format_ms(to)),
+            (Some(from), Some(to)) => format!("{} <= t < {}", format_ms(from), format_ms(to)),
+            (Some(from), None) => format!("t >= {}", format_ms(from)),
+            (None, None) => "ok".to_string(),
+        };
+        rows.push(Bucket {
+            label,
+            from_ms: from.map(|d| d.as_secs_f64() * 1000.0),
+            to_ms: to.map(|d| d.as_secs_f64() * 1000.0),
+            count,
+            percent: percent(count),
+        });
+    }
+    let failed = snap.requests - snap.ok;
+    rows.push(Bucket {
+        label: "failed".to_string(),
+        from_ms: None,
+        to_ms: None,
+        count: failed,
+        percent: percent(failed),
+    });
+    rows
+}
+
+impl PhaseTotals {
+    pub fn from_phase(phase: &PhaseSummary) -> PhaseTotals {
+        PhaseTotals {
+            requests: phase.snapshot.requests,
+            ok: phase.snapshot.ok,
+            errors: phase.snapshot.error_count(),
+            elapsed_s: phase.elapsed.as_secs_f64(),
+            rps: rate(phase.snapshot.requests, phase.elapsed),
+        }
+    }
+}
+
+impl ToolCpu {
+    pub fn new(cpu: CpuTime, elapsed: Duration, threads: usize) -> ToolCpu {
+        let capacity = elapsed.as_secs_f64() * threads as f64;
+        let utilisation = if capacity > 0.0 {
+            cpu.total_s() / capacity
+        } else {
+            0.0
+        };
+        ToolCpu {
+            user_s: cpu.user_s,
+            sys_s: cpu.sys_s,
+            utilisation,
+            threads,
+            saturated: utilisation >= SATURATED,
+            peak_rss_bytes: crate::sys::peak_rss_bytes(),
+        }
+    }
+}
+
+impl Summary {
+    pub fn new(
+        snap: &Snapshot,
+        elapsed: Duration,
+        cpu: CpuTime,
+        threads: usize,
+        buckets: &[Duration],
+    ) -> Summary {
+        Summary {
+            requests: snap.requests,
+            ok: snap.ok,
+            errors: snap.error_count(),
+            elapsed_s: elapsed.as_secs_f64(),
+            rps: rate(snap.requests, elapsed),
+            bytes: snap.bytes,
+            bytes_per_s: rate(snap.bytes, elapsed),
+            latency_ms: Latency::from_snapshot(snap),
+            status: snap
+                .status_counts()
+                .map(|(code, n)| (code.to_string(), n))
+                .collect(),
+            errors_by_kind: snap
+                .error_kinds()
+                .map(|(kind, n, _)| (kind.name().to_string(), n))
+                .collect(),
+            error_examples: snap
+                .error_kinds()
+                .filter_map(|(kind, _, example)| example.map(|e| (kind.name().to_string(), e.to_string())))
+                .collect(),
+            distribution: distribution(snap, buckets),
+            tool_cpu: ToolCpu::new(cpu, elapsed, threads),
+        }
+    }
+}
+
+impl RunReport {
+    pub fn new(url: &str, result: &RunResult, plan: &Plan) -> RunReport {
+        RunReport {
+            url: url.to_string(),
+            warmup: result.warmup.as_ref().map(PhaseTotals::from_phase),
+            summary: Summary::new(
+                &result.total,
+                result.elapsed,
+                result.cpu,
+                result.threads,
+                &plan.buckets,
+            ),
+            series: result.series.clone(),
+            histogram: histogram::encode(&result.total.latency),
+            interrupted: result.interrupted,
+        }
+    }
+}
+
+impl Report {
+    pub fn new(plan: Plan, started_at: std::time::SystemTime) -> Report {
+        Report {
+            schema: SCHEMA,
+            tool: Tool {
+                name: "volley",
+                version: env!("CARGO_PKG_VERSION"),
+            },
+            started_at: humantime::format_rfc3339_seconds(started_at).to_string(),
+            plan,
+            runs: Vec::new(),
+            interrupted: false,
+        }
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("report values always serialise")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::Recorder;
+    use crate::sample::{ErrorKind, Outcome, Sample};
+
+    #[test]
+    fn distribution_splits_at_thresholds() {
+        let mut rec = Recorder::default();
+        for ms in [10, 799, 800, 1199, 1200, 5000] {
+            rec.record(&Sample {
+                latency_us: ms * 1000,
+                bytes: 0,
+                outcome: Outcome::Ok { status: 200 },
+            });
+        }
+        rec.record(&Sample {
+            latency_us: 1,
+            bytes: 0,
+            outcome: Outcome::Failed(ErrorKind::Reset),
+        });
+        let rows = distribution(
+            &rec.take(),
+            &[Duration::from_millis(800), Duration::from_millis(1200)],
+        );
+        let counts: Vec<u64> = rows.iter().map(|r| r.count).collect();
+        assert_eq!(counts, vec![2, 2, 2, 1]);
+        assert_eq!(rows[0].label, "t < 800 ms");
+        assert_eq!(rows[1].label, "800 ms <= t < 1200 ms");
+        assert_eq!(rows[2].label, "t >= 1200 ms");
+        assert_eq!(rows[3].label, "failed");
+        assert!((rows.iter().map(|r| r.percent).sum::<f64>() - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn latency_in_ms() {
+        let mut rec = Recorder::default();
+        for us in [1000, 2000, 3000] {
+            rec.record(&Sample {
+                latency_us: us,
+                bytes: 0,
+                outcome: Outcome::Ok { status: 200 },
+            });
+        }
+        let lat = Latency::from_snapshot(&rec.take());
+        assert_eq!((lat.min, lat.p50, lat.max), (1.0, 2.0, 3.0));
+        assert!((lat.mean - 2.0).abs() < 0.01);
+    }
+}

@@ -1,0 +1,237 @@
+//! The human-readable report, in the spirit of latte's CONFIG / LOG /
+//! SUMMARY blocks and Gatling's response-time distribution.
+
+use super::{PhaseTotals, Report, RunReport, Summary};
+use crate::collector::SeriesRow;
+use std::fmt::Write;
+
+/// How much the text report says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// The summary block only (`-q`).
+    Quiet,
+    Normal,
+    /// Also the resolved plan and the full percentile spectrum (`-v`).
+    Verbose,
+}
+
+/// `1234567` as `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes per second in the largest fitting unit.
+pub fn bytes_rate(bps: f64) -> String {
+    const UNITS: [&str; 4] = ["B/s", "KiB/s", "MiB/s", "GiB/s"];
+    let mut value = bps;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}
+
+/// Milliseconds with precision that suits their size.
+pub fn ms(value: f64) -> String {
+    if value >= 100.0 {
+        format!("{value:.1}")
+    } else if value >= 10.0 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+/// The header of the per-interval log.
+pub fn log_header() -> String {
+    format!(
+        "{:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "time s", "req/s", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms"
+    )
+}
+
+/// One row of the per-interval log.
+pub fn log_row(row: &SeriesRow) -> String {
+    format!(
+        "{:>9.3} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        row.t_s,
+        thousands(row.rps.round() as u64),
+        thousands(row.errors),
+        ms(row.p50),
+        ms(row.p90),
+        ms(row.p99),
+        ms(row.max)
+    )
+}
+
+/// What a run is about to do, printed before it starts.
+pub fn run_banner(report: &Report, url: &str) -> String {
+    let plan = &report.plan;
+    let stop = match (plan.requests, plan.duration) {
+        (Some(n), Some(d)) => format!(
+            "{} requests or {}, whichever first",
+            thousands(n),
+            humantime::format_duration(d)
+        ),
+        (Some(n), None) => format!("{} requests", thousands(n)),
+        (None, Some(d)) => humantime::format_duration(d).to_string(),
+        (None, None) => "until stopped".to_string(),
+    };
+    let mode = if plan.keepalive {
+        "keep-alive"
+    } else {
+        "new connection per request"
+    };
+    format!(
+        "volley {url}\n  {} connections on {} threads, {stop}, {} {mode}",
+        thousands(plan.connections as u64),
+        plan.threads,
+        plan.method
+    )
+}
+
+/// The warm-up's own line.
+pub fn warmup_line(w: &PhaseTotals) -> String {
+    format!(
+        "warm-up: {} requests in {:.2} s ({} req/s), {} errors; not counted below",
+        thousands(w.requests),
+        w.elapsed_s,
+        thousands(w.rps.round() as u64),
+        thousands(w.errors)
+    )
+}
+
+/// The summary block of one run.
+pub fn summary(run: &RunReport, detail: Detail) -> String {
+    let s: &Summary = &run.summary;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "summary{}",
+        if run.interrupted { " (interrupted)" } else { "" }
+    );
+    let _ = writeln!(
+        out,
+        "  requests     {} ({} ok, {} failed)",
+        thousands(s.requests),
+        thousands(s.ok),
+        thousands(s.errors)
+    );
+    let _ = writeln!(out, "  elapsed      {:.2} s", s.elapsed_s);
+    let _ = writeln!(
+        out,
+        "  throughput   {} req/s, {}",
+        thousands(s.rps.round() as u64),
+        bytes_rate(s.bytes_per_s)
+    );
+    let l = &s.latency_ms;
+    let _ = writeln!(out, "latency (ms, successful requests)");
+    let _ = writeln!(
+        out,
+        "  min {}   mean {}   stdev {}   max {}",
+        ms(l.min),
+        ms(l.mean),
+        ms(l.stdev),
+        ms(l.max)
+    );
+    let _ = writeln!(
+        out,
+        "  p50 {}   p75 {}   p90 {}   p95 {}",
+        ms(l.p50),
+        ms(l.p75),
+        ms(l.p90),
+        ms(l.p95)
+    );
+    let _ = writeln!(
+        out,
+        "  p99 {}   p99.9 {}   p99.99 {}",
+        ms(l.p99),
+        ms(l.p999),
+        ms(l.p9999)
+    );
+    if detail == Detail::Verbose
+        && let Ok(hist) = super::histogram::decode(&run.histogram)
+        && !hist.is_empty()
+    {
+        let _ = writeln!(out, "  spectrum:");
+        for q in [
+            0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999, 1.0,
+        ] {
+            let v = hist.value_at_quantile(q) as f64 / 1000.0;
+            let _ = writeln!(out, "    {:>9.5}%  {}", q * 100.0, ms(v));
+        }
+    }
+    if !s.status.is_empty() {
+        let _ = writeln!(out, "status codes");
+        for (code, n) in &s.status {
+            let _ = writeln!(out, "  {code:<6} {:>14}", thousands(*n));
+        }
+    }
+    if !s.errors_by_kind.is_empty() {
+        let _ = writeln!(out, "errors");
+        for (kind, n) in &s.errors_by_kind {
+            let example = s.error_examples.get(kind).map(String::as_str).unwrap_or("");
+            let _ = writeln!(out, "  {kind:<9} {:>11}   e.g. {example}", thousands(*n));
+        }
+    }
+    let _ = writeln!(out, "response times");
+    for bucket in &s.distribution {
+        let _ = writeln!(
+            out,
+            "  {:<26} {:>12} {:>7.2}%",
+            bucket.label,
+            thousands(bucket.count),
+            bucket.percent
+        );
+    }
+    let cpu = &s.tool_cpu;
+    let _ = writeln!(
+        out,
+        "tool: {:.2} s user + {:.2} s sys on {} threads = {:.0}% busy, peak memory {:.1} MiB",
+        cpu.user_s,
+        cpu.sys_s,
+        cpu.threads,
+        cpu.utilisation * 100.0,
+        cpu.peak_rss_bytes as f64 / (1024.0 * 1024.0)
+    );
+    if cpu.saturated {
+        let _ = writeln!(
+            out,
+            "  warning: volley's threads were {:.0}% busy: it, not the target, may have been the limit; \
+             these numbers then describe the tool (add threads or cores)",
+            cpu.utilisation * 100.0
+        );
+    }
+    out
+}
+
+/// The resolved plan, for `-v`.
+pub fn plan_block(report: &Report) -> String {
+    let plan = serde_json::to_string_pretty(&report.plan).unwrap_or_default();
+    format!("plan\n{plan}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_numbers() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(bytes_rate(2048.0), "2.00 KiB/s");
+        assert_eq!(ms(0.4123), "0.412");
+        assert_eq!(ms(123.45), "123.5");
+    }
+}

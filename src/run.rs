@@ -1,0 +1,101 @@
+//! `volley run`: the plan's URLs one after another, each with its own report
+//! section, then the text or JSON report and the exit code.
+
+use crate::engine::{self, EngineError};
+use crate::plan::Plan;
+use crate::report::live::LiveView;
+use crate::report::text::{self, Detail};
+use crate::report::{Report, RunReport};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// How the report is shown and saved.
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub json_stdout: bool,
+    pub file: Option<PathBuf>,
+    pub detail: Detail,
+}
+
+/// How an invocation ended, mapped to the exit code by `main`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every run completed and got at least one successful response.
+    Completed,
+    /// A run got no successful response at all (a dead target).
+    NoSuccess,
+    /// Ctrl-C stopped it; what was measured was still reported.
+    Interrupted,
+}
+
+/// Runs every target of the plan and reports. Errors are setup failures.
+pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Report, Verdict), EngineError> {
+    // Each connection is a descriptor; leave room for the rest of the process.
+    crate::sys::ensure_open_files(plan.connections as u64 + 64).map_err(EngineError::Setup)?;
+    let mut report = Report::new(plan.clone(), SystemTime::now());
+    let text = !output.json_stdout;
+    let tty = std::io::stdout().is_terminal();
+    let mut stdout = std::io::stdout();
+    if text && output.detail == Detail::Verbose {
+        let _ = write!(stdout, "{}", text::plan_block(&report));
+    }
+    for (i, target) in plan.targets.iter().enumerate() {
+        if i > 0 && !pause(plan.delay, &stop) {
+            break;
+        }
+        if text && output.detail != Detail::Quiet {
+            let _ = writeln!(
+                stdout,
+                "{}{}",
+                if i > 0 { "\n" } else { "" },
+                text::run_banner(&report, &target.url)
+            );
+        }
+        let log = text && output.detail != Detail::Quiet;
+        let mut live = LiveView::new(log, text && tty, plan.duration);
+        let result = engine::run(&plan, target, stop.clone(), &mut live)?;
+        live.finish();
+        let run = RunReport::new(&target.url, &result, &plan);
+        if text {
+            if output.detail == Detail::Quiet {
+                let _ = writeln!(stdout, "{}", target.url);
+            }
+            let _ = write!(stdout, "{}", text::summary(&run, output.detail));
+        }
+        report.runs.push(run);
+        if result.interrupted {
+            report.interrupted = true;
+            break;
+        }
+    }
+    if let Some(path) = &output.file {
+        std::fs::write(path, report.to_json() + "\n")
+            .map_err(|e| EngineError::Setup(format!("cannot write report to '{}': {e}", path.display())))?;
+    }
+    if output.json_stdout {
+        let _ = writeln!(stdout, "{}", report.to_json());
+    }
+    let verdict = if report.interrupted {
+        Verdict::Interrupted
+    } else if report.runs.iter().any(|r| r.summary.ok == 0) {
+        Verdict::NoSuccess
+    } else {
+        Verdict::Completed
+    };
+    Ok((report, verdict))
+}
+
+/// Sleeps between URLs; returns false if Ctrl-C came meanwhile.
+fn pause(delay: Duration, stop: &AtomicBool) -> bool {
+    let until = std::time::Instant::now() + delay;
+    while std::time::Instant::now() < until {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20).min(until - std::time::Instant::now()));
+    }
+    !stop.load(Ordering::Relaxed)
+}

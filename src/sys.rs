@@ -1,0 +1,143 @@
+//! Operating-system facts the run needs: per-thread CPU time (so the tool
+//! can tell when it, not the target, was the bottleneck) and the open-files
+//! limit (so many connections fail before the run, not during it).
+
+use serde::Serialize;
+use std::ops::{AddAssign, Sub};
+use std::time::Duration;
+
+/// CPU time spent, split as the kernel accounts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CpuTime {
+    pub user_s: f64,
+    pub sys_s: f64,
+}
+
+impl CpuTime {
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.sys_s
+    }
+}
+
+impl AddAssign for CpuTime {
+    fn add_assign(&mut self, other: CpuTime) {
+        self.user_s += other.user_s;
+        self.sys_s += other.sys_s;
+    }
+}
+
+impl Sub for CpuTime {
+    type Output = CpuTime;
+    fn sub(self, other: CpuTime) -> CpuTime {
+        CpuTime {
+            user_s: self.user_s - other.user_s,
+            sys_s: self.sys_s - other.sys_s,
+        }
+    }
+}
+
+fn timeval_s(tv: libc::timeval) -> f64 {
+    tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
+}
+
+fn rusage(who: libc::c_int) -> CpuTime {
+    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut usage) } != 0 {
+        return CpuTime::default();
+    }
+    CpuTime {
+        user_s: timeval_s(usage.ru_utime),
+        sys_s: timeval_s(usage.ru_stime),
+    }
+}
+
+/// CPU time of the calling thread only: a worker measures itself, so an
+/// embedded target in the same process (`volley demo`) is not counted.
+pub fn thread_cpu() -> CpuTime {
+    #[cfg(target_os = "linux")]
+    {
+        rusage(libc::RUSAGE_THREAD)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        rusage(libc::RUSAGE_SELF)
+    }
+}
+
+/// CPU time of the whole process.
+pub fn process_cpu() -> CpuTime {
+    rusage(libc::RUSAGE_SELF)
+}
+
+/// Peak resident set size of this process, in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    // SAFETY: as above.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    // Linux reports kilobytes.
+    usage.ru_maxrss.max(0) as u64 * 1024
+}
+
+/// Raises the soft open-files limit to fit `needed` descriptors, up to the
+/// hard limit. Errors in one line when even the hard limit is too low.
+pub fn ensure_open_files(needed: u64) -> Result<(), String> {
+    // SAFETY: getrlimit/setrlimit read and write the struct we pass.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Ok(()); // Nothing we can learn; let the run try.
+    }
+    if limit.rlim_cur >= needed as libc::rlim_t {
+        return Ok(());
+    }
+    if limit.rlim_max < needed as libc::rlim_t {
+        return Err(format!(
+            "{needed} open files are needed but the hard limit is {}: raise it (ulimit -Hn) or use fewer connections",
+            limit.rlim_max
+        ));
+    }
+    let raised = libc::rlimit {
+        rlim_cur: limit.rlim_max,
+        rlim_max: limit.rlim_max,
+    };
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(format!(
+            "{needed} open files are needed but the limit is {} and could not be raised",
+            limit.rlim_cur
+        ));
+    }
+    Ok(())
+}
+
+/// Seconds as a `Duration`, never negative.
+pub fn secs(d: f64) -> Duration {
+    Duration::from_secs_f64(d.max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_cpu_grows_with_work() {
+        let before = thread_cpu();
+        let mut x = 0u64;
+        let until = std::time::Instant::now() + Duration::from_millis(50);
+        while std::time::Instant::now() < until {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let spent = thread_cpu() - before;
+        assert!(spent.total_s() > 0.02, "spent {spent:?}");
+    }
+
+    #[test]
+    fn open_files_within_limit_is_fine() {
+        assert!(ensure_open_files(16).is_ok());
+        assert!(ensure_open_files(u64::MAX / 2).is_err());
+    }
+}

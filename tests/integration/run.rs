@@ -1,0 +1,419 @@
+//! `volley run` end to end: the real binary against the embedded target on
+//! 127.0.0.1 port 0. Every run is bounded by a request count or a short
+//! duration, and by the harness timeout in `volley()`.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use volley::server::{ServerHandle, ServerOptions, spawn};
+
+fn target() -> ServerHandle {
+    spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+    })
+    .expect("embedded target starts")
+}
+
+fn url(server: &ServerHandle, path: &str) -> String {
+    format!("http://{}{path}", server.addr())
+}
+
+/// Runs the binary to completion, killing it if it outlives `limit`.
+fn volley_with_limit(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("volley binary starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("volley {args:?} ran longer than {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn volley(args: &[&str]) -> Output {
+    volley_with_limit(args, Duration::from_secs(60))
+}
+
+/// Runs with `--output` and returns the process output and the parsed report.
+fn volley_json(args: &[&str]) -> (Output, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
+    let mut all: Vec<&str> = args.to_vec();
+    let path_str = path.to_str().unwrap().to_string();
+    all.extend(["--output", &path_str]);
+    let out = volley(&all);
+    let report = read_report(&path);
+    (out, report)
+}
+
+fn read_report(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("the JSON report was written");
+    serde_json::from_str(&text).expect("the JSON report parses")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn summary(report: &Value) -> &Value {
+    &report["runs"][0]["summary"]
+}
+
+fn assert_no_panic(out: &Output) {
+    let err = stderr(out);
+    assert!(!err.contains("panicked"), "volley panicked: {err}");
+}
+
+#[test]
+fn request_count_is_exact() {
+    let server = target();
+    let (out, report) = volley_json(&["run", "-n", "1000", "-c", "7", "-t", "2", &url(&server, "/hi")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = summary(&report);
+    assert_eq!(s["requests"], 1000);
+    assert_eq!(s["ok"], 1000);
+    assert_eq!(s["status"]["200"], 1000);
+    assert_eq!(
+        server.stats().requests_received,
+        1000,
+        "the target saw exactly 1000 requests"
+    );
+    assert_eq!(
+        server.stats().connections_accepted,
+        7,
+        "connections spread over threads, none dropped"
+    );
+    assert!(stdout(&out).contains("1,000 ok"), "{}", stdout(&out));
+}
+
+#[test]
+fn unexpected_status_counts_as_status_errors() {
+    let server = target();
+    let (out, report) = volley_json(&["run", "-n", "200", "-c", "4", &url(&server, "/status/500")]);
+    assert_no_panic(&out);
+    let s = summary(&report);
+    assert_eq!(s["requests"], 200);
+    assert_eq!(s["errors_by_kind"]["status"], 200);
+    assert_eq!(s["status"]["500"], 200);
+    assert!(s["error_examples"]["status"].as_str().unwrap().contains("500"));
+    assert_eq!(out.status.code(), Some(1), "nothing succeeded: exit 1");
+    assert!(stderr(&out).contains("no request to"), "{}", stderr(&out));
+}
+
+#[test]
+fn expected_status_can_be_widened() {
+    let server = target();
+    let (out, report) = volley_json(&["run", "-n", "50", "--status", "500", &url(&server, "/status/500")]);
+    assert!(out.status.success());
+    assert_eq!(summary(&report)["ok"], 50);
+    assert!(summary(&report)["errors_by_kind"].as_object().unwrap().is_empty());
+}
+
+/// Each fault gives its own error kind, a printed report, an orderly exit.
+fn fault_kind(args: &[&str], kind: &str) {
+    let (out, report) = volley_json(args);
+    assert_no_panic(&out);
+    let s = summary(&report);
+    assert_eq!(s["ok"], 0, "{s}");
+    let kinds = s["errors_by_kind"].as_object().unwrap();
+    assert_eq!(kinds.keys().collect::<Vec<_>>(), vec![kind], "{s}");
+    assert_eq!(kinds[kind], s["requests"]);
+    assert!(!s["error_examples"][kind].as_str().unwrap().is_empty());
+    assert!(stdout(&out).contains("errors"), "the text report is printed");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn dropped_connection_is_reset() {
+    let server = target();
+    fault_kind(&["run", "-n", "20", "-c", "2", &url(&server, "/drop")], "reset");
+}
+
+#[test]
+fn stalled_response_is_timeout() {
+    let server = target();
+    fault_kind(
+        &[
+            "run",
+            "-n",
+            "4",
+            "-c",
+            "2",
+            "--timeout",
+            "200ms",
+            &url(&server, "/stall"),
+        ],
+        "timeout",
+    );
+}
+
+#[test]
+fn garbage_is_protocol_error() {
+    let server = target();
+    fault_kind(
+        &["run", "-n", "20", "-c", "2", &url(&server, "/garbage")],
+        "protocol",
+    );
+}
+
+#[test]
+fn closed_port_is_connect_error() {
+    // Bind then close, so the port is known and nothing listens on it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = format!("http://127.0.0.1:{port}/");
+    fault_kind(&["run", "-n", "20", "-c", "2", &dead], "connect");
+}
+
+#[test]
+fn no_keepalive_opens_a_connection_per_request() {
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "-n",
+        "300",
+        "-c",
+        "3",
+        "--no-keepalive",
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 300);
+    assert_eq!(report["plan"]["keepalive"], false);
+    let stats = server.stats();
+    assert_eq!(stats.connections_accepted, 300, "{stats:?}");
+    assert_eq!(stats.requests_completed, 300, "{stats:?}");
+}
+
+#[test]
+fn sleep_20_has_p50_near_20ms() {
+    let server = target();
+    let (out, report) = volley_json(&["run", "-n", "200", "-c", "10", &url(&server, "/sleep/20")]);
+    assert!(out.status.success());
+    let p50 = summary(&report)["latency_ms"]["p50"].as_f64().unwrap();
+    assert!((20.0..=23.0).contains(&p50), "p50 {p50} ms");
+}
+
+#[test]
+fn warmup_is_excluded_and_shown() {
+    let server = target();
+    let (out, report) = volley_json(&["run", "-w", "300", "-n", "500", "-c", "5", &url(&server, "/hi")]);
+    assert!(out.status.success());
+    let run = &report["runs"][0];
+    assert_eq!(run["warmup"]["requests"], 300);
+    assert_eq!(run["summary"]["requests"], 500);
+    let series_total: u64 = run["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(series_total, 500, "the series holds measured requests only");
+    assert_eq!(
+        server.stats().requests_received,
+        800,
+        "both phases reached the target"
+    );
+    assert!(stdout(&out).contains("warm-up: 300 requests"), "{}", stdout(&out));
+}
+
+#[test]
+fn warmup_by_duration() {
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "-w",
+        "300ms",
+        "-d",
+        "500ms",
+        "-c",
+        "2",
+        &url(&server, "/sleep/5"),
+    ]);
+    assert!(out.status.success());
+    let warm = &report["runs"][0]["warmup"];
+    assert!(warm["elapsed_s"].as_f64().unwrap() >= 0.3);
+    assert!(warm["requests"].as_u64().unwrap() > 10);
+    let elapsed = summary(&report)["elapsed_s"].as_f64().unwrap();
+    assert!((0.45..0.8).contains(&elapsed), "measured phase {elapsed} s");
+}
+
+#[test]
+fn report_matches_schema() {
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "-d",
+        "1200ms",
+        "--interval",
+        "200ms",
+        "-w",
+        "50",
+        "-c",
+        "4",
+        "-H",
+        "X-A: 1",
+        "-H",
+        "b=2",
+        "-m",
+        "POST",
+        "-b",
+        "hello",
+        &url(&server, "/echo"),
+        &url(&server, "/status/404"),
+    ]);
+    assert_no_panic(&out);
+    let schema: Value = serde_json::from_str(include_str!("../../schema/report-v1.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let problems: Vec<String> = validator
+        .iter_errors(&report)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(problems.is_empty(), "schema violations: {problems:#?}");
+    assert_eq!(report["runs"].as_array().unwrap().len(), 2, "one section per URL");
+    let series = report["runs"][0]["series"].as_array().unwrap();
+    assert!(series.len() >= 5, "200 ms intervals over 1.2 s: {series:?}");
+    // The body came back from /echo, so bytes include it.
+    assert!(summary(&report)["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(report["plan"]["headers"][1][0], "b");
+    // The histogram decodes and agrees with the summary.
+    let hist = volley::report::histogram::decode(report["runs"][0]["histogram"].as_str().unwrap()).unwrap();
+    assert_eq!(hist.len(), summary(&report)["ok"].as_u64().unwrap());
+}
+
+#[test]
+fn json_on_stdout_replaces_text() {
+    let server = target();
+    let out = volley(&["run", "--json", "-n", "20", &url(&server, "/hi")]);
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
+    assert_eq!(report["schema"], "volley.report/1");
+}
+
+#[test]
+fn several_urls_run_in_turn_with_delay() {
+    let server = target();
+    let started = Instant::now();
+    let out = volley(&[
+        "run",
+        "-q",
+        "-n",
+        "20",
+        "--delay",
+        "400ms",
+        &url(&server, "/hi"),
+        &url(&server, "/bytes/10"),
+    ]);
+    assert!(out.status.success());
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    let text = stdout(&out);
+    assert_eq!(text.matches("summary").count(), 2, "{text}");
+    assert!(text.find("/hi").unwrap() < text.find("/bytes/10").unwrap());
+}
+
+/// One clear line on stderr and exit code 2.
+fn usage_error(args: &[&str], needle: &str) {
+    let out = volley(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_usage_exits_2_with_one_line() {
+    usage_error(&["run", "--connections", "many", "http://127.0.0.1:1/"], "many");
+    usage_error(&["run", "--bogus", "http://127.0.0.1:1/"], "--bogus");
+    usage_error(&["run", "ftp://127.0.0.1/"], "unsupported scheme");
+    usage_error(&["run", "not a url"], "invalid URL");
+    usage_error(&["run", "-d", "soon", "http://127.0.0.1:1/"], "--duration");
+    usage_error(&["run", "-H", "nocolon", "http://127.0.0.1:1/"], "invalid header");
+    usage_error(&["run", "--status", "abc", "http://127.0.0.1:1/"], "--status");
+    usage_error(
+        &[
+            "run",
+            "--body-file",
+            "/nonexistent/body.bin",
+            "http://127.0.0.1:1/",
+        ],
+        "cannot read --body-file",
+    );
+    usage_error(&["run", "-c", "0", "http://127.0.0.1:1/"], "--connections");
+    usage_error(&["run"], "URL");
+}
+
+#[test]
+fn body_file_is_sent() {
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body.txt");
+    std::fs::write(&body, "x".repeat(1000)).unwrap();
+    let (out, report) = volley_json(&[
+        "run",
+        "-n",
+        "10",
+        "-m",
+        "post",
+        "--body-file",
+        body.to_str().unwrap(),
+        &url(&server, "/echo"),
+    ]);
+    assert!(out.status.success());
+    // Each echoed response carries the 1000-byte body back.
+    assert!(summary(&report)["bytes"].as_u64().unwrap() >= 10 * 1000);
+    assert_eq!(report["plan"]["method"], "POST");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigint_still_reports() {
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("interrupted.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "run",
+            "-d",
+            "30s",
+            "-c",
+            "4",
+            "--output",
+            path.to_str().unwrap(),
+            &url(&server, "/sleep/5"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "stopped promptly");
+    assert_eq!(out.status.code(), Some(130));
+    assert!(stdout(&out).contains("summary (interrupted)"), "{}", stdout(&out));
+    let report = read_report(&path);
+    assert_eq!(report["interrupted"], true);
+    let s = summary(&report);
+    assert!(s["requests"].as_u64().unwrap() > 100, "{s}");
+    assert!((1.0..5.0).contains(&s["elapsed_s"].as_f64().unwrap()));
+}
