@@ -417,3 +417,30 @@ fn sigint_still_reports() {
     assert!(s["requests"].as_u64().unwrap() > 100, "{s}");
     assert!((1.0..5.0).contains(&s["elapsed_s"].as_f64().unwrap()));
 }
+
+/// Every connection carries load: by Little's law, C busy connections give
+/// rate x mean latency = C. (When one worker's 2,000 connection loops shared
+/// tokio's cooperative budget, most of them sat starved and the product fell
+/// far below C.)
+#[test]
+fn every_connection_carries_load() {
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "-c",
+        "2000",
+        "-t",
+        "1",
+        "-d",
+        "1500ms",
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success());
+    let s = summary(&report);
+    let in_flight = s["rps"].as_f64().unwrap() * s["latency_ms"]["mean"].as_f64().unwrap() / 1000.0;
+    assert!(
+        in_flight > 0.7 * 2000.0,
+        "only {in_flight:.0} of 2000 connections were busy: {s}"
+    );
+    assert_eq!(server.stats().connections_accepted, 2000);
+}
