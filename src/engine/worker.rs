@@ -8,7 +8,7 @@
 
 use super::budget::{Budget, Limit};
 use super::{Shared, WorkerMsg};
-use crate::http1::{ResponseHead, ResponseReader};
+use crate::http1::{BodySink, ResponseHead, ResponseReader};
 use crate::net::{Connector, Stream};
 use crate::recorder::Recorder;
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
@@ -50,6 +50,7 @@ struct WorkerCtx {
     shared: Arc<Shared>,
     connector: Connector,
     recorder: RefCell<Recorder>,
+    sink: BodySink,
 }
 
 /// Runs a worker to completion on the calling thread, reporting through `tx`.
@@ -66,6 +67,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
         connector: Connector::new(&shared.target, shared.tls.clone(), shared.connect_timeout),
         shared,
         recorder: RefCell::new(Recorder::default()),
+        sink: BodySink::default(),
     };
     let mut slots: Vec<Slot> = (0..spec.connections).map(|_| Slot::default()).collect();
 
@@ -242,7 +244,7 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot) -> Result<ResponseHead, Requ
             .map_err(RequestError::from_io)?;
         let head = slot
             .reader
-            .read_response(stream, ctx.shared.request.is_head)
+            .read_response(stream, &ctx.sink, ctx.shared.request.is_head)
             .await?;
         slot.busy = false;
         Ok(head)

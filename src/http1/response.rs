@@ -3,12 +3,62 @@
 //! The body is counted and skipped, never kept: a load generator needs the
 //! status, the byte count and whether the connection stays open. Bytes past
 //! the end of one response stay in the buffer for the next one.
+//!
+//! Memory per connection matters at 10,000 connections, so a connection's
+//! own buffer only needs to hold a response head (it starts small and grows
+//! when a head does not fit); body bytes beyond what arrived with the head
+//! are read into the worker's one shared [`BodySink`] and dropped.
 
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use std::cell::RefCell;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
-/// Start size of the buffer; most responses of a load test fit in one read.
-const INITIAL_BUFFER: usize = 16 * 1024;
+/// A worker's scratch space for body bytes nobody needs, shared by all its
+/// connections. It is borrowed only inside one `poll_read`, never across an
+/// await, so connections on the same thread never contend for it.
+pub struct BodySink {
+    buf: RefCell<Box<[u8]>>,
+}
+
+impl Default for BodySink {
+    fn default() -> Self {
+        BodySink {
+            buf: RefCell::new(vec![0; SINK_SIZE].into_boxed_slice()),
+        }
+    }
+}
+
+impl BodySink {
+    fn poll_discard<S: AsyncRead + Unpin>(
+        &self,
+        stream: &mut S,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<std::io::Result<usize>> {
+        let mut buf = self.buf.borrow_mut();
+        let len = max.min(buf.len());
+        let mut read = ReadBuf::new(&mut buf[..len]);
+        ready!(Pin::new(stream).poll_read(cx, &mut read))?;
+        Poll::Ready(Ok(read.filled().len()))
+    }
+
+    /// Reads at most `max` bytes (never past the body, so a pipelined next
+    /// response stays on the socket) and drops them; 0 means end of stream.
+    async fn discard<S: AsyncRead + Unpin>(&self, stream: &mut S, max: u64) -> Result<usize, RequestError> {
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        std::future::poll_fn(|cx| self.poll_discard(stream, cx, max))
+            .await
+            .map_err(RequestError::from_io)
+    }
+}
+
+/// Start size of a connection's buffer: a typical head and a small body
+/// arrive in one read.
+const INITIAL_BUFFER: usize = 2 * 1024;
+/// Size of the shared sink body bytes are read into and dropped.
+const SINK_SIZE: usize = 64 * 1024;
 /// A response head larger than this is treated as a protocol error.
 const MAX_HEAD: usize = 256 * 1024;
 /// Header slots on the stack, enough for typical responses; a response with
@@ -94,6 +144,7 @@ impl ResponseReader {
     pub async fn read_response<S: AsyncRead + Unpin>(
         &mut self,
         stream: &mut S,
+        sink: &BodySink,
         head_request: bool,
     ) -> Result<ResponseHead, RequestError> {
         let mut bytes = 0u64;
@@ -106,9 +157,9 @@ impl ResponseReader {
             }
             let (body, closed) = match framing {
                 Framing::Empty => (0, false),
-                Framing::Length(n) => (self.skip(stream, n).await?, false),
-                Framing::Chunked => (self.skip_chunked(stream).await?, false),
-                Framing::UntilClose => (self.skip_to_eof(stream).await?, true),
+                Framing::Length(n) => (self.skip(stream, sink, n).await?, false),
+                Framing::Chunked => (self.skip_chunked(stream, sink).await?, false),
+                Framing::UntilClose => (self.skip_to_eof(stream, sink).await?, true),
             };
             bytes += body;
             return Ok(ResponseHead {
@@ -138,41 +189,52 @@ impl ResponseReader {
         }
     }
 
-    /// Consumes `n` body bytes; returns `n`.
-    async fn skip<S: AsyncRead + Unpin>(&mut self, stream: &mut S, n: u64) -> Result<u64, RequestError> {
-        let mut left = n;
-        loop {
-            let take = left.min((self.end - self.start) as u64);
-            self.start += take as usize;
-            left -= take;
-            if left == 0 {
-                return Ok(n);
-            }
-            if self.fill(stream).await? == 0 {
-                return Err(closed_early(
-                    "connection closed in the middle of the response body",
-                ));
+    /// Consumes `n` body bytes: first what is buffered, then straight from
+    /// the socket into the sink. Returns `n`.
+    async fn skip<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        sink: &BodySink,
+        n: u64,
+    ) -> Result<u64, RequestError> {
+        let buffered = n.min((self.end - self.start) as u64);
+        self.start += buffered as usize;
+        let mut left = n - buffered;
+        while left > 0 {
+            match sink.discard(stream, left).await? {
+                0 => {
+                    return Err(closed_early(
+                        "connection closed in the middle of the response body",
+                    ));
+                }
+                got => left -= got as u64,
             }
         }
+        Ok(n)
     }
 
-    async fn skip_to_eof<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<u64, RequestError> {
+    async fn skip_to_eof<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        sink: &BodySink,
+    ) -> Result<u64, RequestError> {
         let mut total = (self.end - self.start) as u64;
         self.clear();
         loop {
-            match self.fill(stream).await? {
+            match sink.discard(stream, u64::MAX).await? {
                 0 => return Ok(total),
-                n => {
-                    total += n as u64;
-                    self.clear();
-                }
+                got => total += got as u64,
             }
         }
     }
 
     /// Consumes a chunked body including its trailers; returns the bytes
     /// consumed (sizes, data and framing).
-    async fn skip_chunked<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<u64, RequestError> {
+    async fn skip_chunked<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        sink: &BodySink,
+    ) -> Result<u64, RequestError> {
         let mut total = 0u64;
         loop {
             let size = loop {
@@ -193,7 +255,7 @@ impl ResponseReader {
             if size == 0 {
                 return Ok(total + self.skip_trailers(stream).await?);
             }
-            total += self.skip(stream, size).await?;
+            total += self.skip(stream, sink, size).await?;
             total += self.expect_crlf(stream).await?;
         }
     }
@@ -351,7 +413,7 @@ mod tests {
     fn read(parts: &[&[u8]], head: bool) -> Result<ResponseHead, RequestError> {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let mut reader = ResponseReader::default();
-        rt.block_on(reader.read_response(&mut pieces(parts), head))
+        rt.block_on(reader.read_response(&mut pieces(parts), &BodySink::default(), head))
     }
 
     #[test]
@@ -413,10 +475,42 @@ mod tests {
         let mut input = pieces(&[
             b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 404 NF\r\nContent-Length: 2\r\n\r\nbb",
         ]);
-        let first = rt.block_on(reader.read_response(&mut input, false)).unwrap();
-        let second = rt.block_on(reader.read_response(&mut input, false)).unwrap();
+        let sink = BodySink::default();
+        let first = rt
+            .block_on(reader.read_response(&mut input, &sink, false))
+            .unwrap();
+        let second = rt
+            .block_on(reader.read_response(&mut input, &sink, false))
+            .unwrap();
         assert_eq!((first.status, second.status), (200, 404));
         assert!(reader.buffered().is_empty());
+    }
+
+    #[test]
+    fn large_body_goes_through_the_sink_and_stops_at_its_end() {
+        let body = vec![b'x'; 200_000];
+        let mut first = b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n".to_vec();
+        first.extend_from_slice(&body);
+        let next = b"HTTP/1.1 204 No Content\r\n\r\n";
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let mut reader = ResponseReader::default();
+        let sink = BodySink::default();
+        let mut input = pieces(&[&first, next]);
+        let head = rt
+            .block_on(reader.read_response(&mut input, &sink, false))
+            .unwrap();
+        assert_eq!(head.bytes, first.len() as u64);
+        assert!(
+            reader.buf.len() <= INITIAL_BUFFER,
+            "the body did not grow the head buffer"
+        );
+        let head = rt
+            .block_on(reader.read_response(&mut input, &sink, false))
+            .unwrap();
+        assert_eq!(
+            head.status, 204,
+            "the next response was not swallowed by the body skip"
+        );
     }
 
     #[test]
