@@ -75,6 +75,10 @@ pub struct RunArgs {
     /// A new connection for every request (sends Connection: close).
     #[arg(long)]
     pub no_keepalive: bool,
+    /// HTTP/1.1 pipelining: send N requests at once on each connection and
+    /// read their responses in order.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub pipeline: u32,
     /// Skip TLS certificate verification.
     #[arg(long)]
     pub insecure: bool,

@@ -157,6 +157,8 @@ pub struct Plan {
     #[serde(rename = "connect_timeout_s", serialize_with = "secs")]
     pub connect_timeout: Duration,
     pub keepalive: bool,
+    /// Requests written at once per connection (1: no pipelining).
+    pub pipeline: u32,
     pub insecure: bool,
     /// The sampling interval of the time series.
     #[serde(rename = "interval_s", serialize_with = "secs")]
@@ -293,6 +295,14 @@ impl Plan {
         if interval < Duration::from_millis(10) {
             return Err(invalid("--interval must be at least 10ms"));
         }
+        if args.pipeline == 0 || args.pipeline > 1024 {
+            return Err(invalid("--pipeline must be between 1 and 1024"));
+        }
+        if args.pipeline > 1 && args.no_keepalive {
+            return Err(invalid(
+                "--pipeline needs keep-alive connections: drop --no-keepalive",
+            ));
+        }
         let mut buckets = args
             .buckets
             .split(',')
@@ -316,6 +326,7 @@ impl Plan {
             timeout,
             connect_timeout,
             keepalive: !args.no_keepalive,
+            pipeline: args.pipeline,
             insecure: args.insecure,
             interval,
             buckets,

@@ -43,6 +43,16 @@ impl Budget {
         self.remaining.set(left - 1);
         Some(now)
     }
+
+    /// Takes up to `max` requests at once (a pipelined round); returns the
+    /// send time and how many were granted.
+    #[inline]
+    pub fn take_batch(&self, max: u32) -> Option<(Instant, u32)> {
+        let now = self.take()?;
+        let extra = u64::from(max.saturating_sub(1)).min(self.remaining.get());
+        self.remaining.set(self.remaining.get() - extra);
+        Some((now, 1 + extra as u32))
+    }
 }
 
 #[cfg(test)]
@@ -53,6 +63,16 @@ mod tests {
     fn count_is_exact() {
         let budget = Budget::new(Some(3), None);
         assert_eq!((0..10).filter(|_| budget.take().is_some()).count(), 3);
+    }
+
+    #[test]
+    fn batches_never_exceed_the_count() {
+        let budget = Budget::new(Some(10), None);
+        let granted: Vec<u32> = std::iter::from_fn(|| budget.take_batch(4).map(|(_, n)| n)).collect();
+        assert_eq!(granted, vec![4, 4, 2]);
+        let unlimited = Budget::new(None, None);
+        assert_eq!(unlimited.take_batch(16).map(|(_, n)| n), Some(16));
+        assert_eq!(unlimited.take_batch(1).map(|(_, n)| n), Some(1));
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub struct Shared {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub keepalive: bool,
+    pub pipeline: u32,
     pub tls: Option<TlsSetup>,
     pub interval: Duration,
     /// Set on Ctrl-C; workers poll it on a timer.
@@ -139,11 +140,13 @@ pub fn run(
     let threads = plan.threads;
     let shared = Arc::new(Shared {
         target: target.clone(),
-        request: RequestBytes::build(&plan.method, target, &plan.headers, &plan.body, plan.keepalive),
+        request: RequestBytes::build(&plan.method, target, &plan.headers, &plan.body, plan.keepalive)
+            .pipelined(plan.pipeline),
         success: plan.success.clone(),
         timeout: plan.timeout,
         connect_timeout: plan.connect_timeout,
         keepalive: plan.keepalive,
+        pipeline: plan.pipeline,
         tls,
         interval: plan.interval,
         stop,

@@ -8,7 +8,7 @@
 
 use super::budget::{Budget, Limit};
 use super::{Shared, WorkerMsg};
-use crate::http1::{BodySink, ResponseHead, ResponseReader};
+use crate::http1::{BodySink, ResponseReader};
 use crate::net::{Connector, Stream};
 use crate::recorder::Recorder;
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
@@ -178,41 +178,106 @@ async fn drive(ctx: &WorkerCtx, slots: &mut [Slot], budget: &Budget) {
 }
 
 /// The one request loop: send, read, record, until the budget says stop.
+/// Each round sends up to `--pipeline` requests in one write (one without
+/// pipelining) and reads their responses in order.
 async fn connection_loop(ctx: &WorkerCtx, slot: &mut Slot, budget: &Budget) {
     let mut since_yield = 0u32;
-    while let Some(sent_at) = budget.take() {
-        since_yield += 1;
-        if since_yield == YIELD_EVERY {
+    while let Some((sent_at, count)) = budget.take_batch(ctx.shared.pipeline) {
+        since_yield += count;
+        if since_yield >= YIELD_EVERY {
             since_yield = 0;
             tokio::task::yield_now().await;
         }
-        let result = exchange(ctx, slot).await;
-        let latency_us = sent_at.elapsed().as_micros() as u64;
-        let sample = match result {
-            Ok(head) => {
-                if head.close || !ctx.shared.keepalive {
-                    slot.stream = None;
-                }
-                Sample {
-                    latency_us,
-                    bytes: head.bytes,
-                    outcome: classify(ctx, head.status),
-                }
-            }
+        exchange(ctx, slot, sent_at, count).await;
+    }
+}
+
+/// One round on a connection: connect if needed, write `count` requests at
+/// once, read as many responses in order, recording each. Every response
+/// must be complete within the request timeout of the round's send.
+async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, sent_at: Instant, count: u32) {
+    let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.timeout);
+    let timed_out = || RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(ctx.shared.timeout));
+    let send = async {
+        if slot.busy || slot.stream.is_none() {
+            slot.stream = None;
+            slot.stream = Some(ctx.connector.connect().await?);
+            slot.reader.clear();
+        }
+        slot.busy = true;
+        let stream = slot.stream.as_mut().expect("connected just above");
+        let bytes = &ctx.shared.request;
+        stream
+            .write_all(bytes.repeat_slice(count))
+            .await
+            .map_err(RequestError::from_io)
+    };
+    let sent = tokio::time::timeout_at(deadline, send)
+        .await
+        .unwrap_or_else(|_| Err(timed_out()));
+    if let Err(err) = sent {
+        slot.stream = None;
+        fail(ctx, &err, sent_at, count);
+        return;
+    }
+    for answered in 0..count {
+        let stream = slot.stream.as_mut().expect("connected above");
+        let read = slot
+            .reader
+            .read_response(stream, &ctx.sink, ctx.shared.request.is_head);
+        let head = match tokio::time::timeout_at(deadline, read)
+            .await
+            .unwrap_or_else(|_| Err(timed_out()))
+        {
+            Ok(head) => head,
             Err(err) => {
+                // This request and every later one of the round are lost.
                 slot.stream = None;
-                let mut recorder = ctx.recorder.borrow_mut();
-                if recorder.wants_example(err.kind) {
-                    recorder.note_error(&err);
-                }
-                Sample {
-                    latency_us,
-                    bytes: 0,
-                    outcome: Outcome::Failed(err.kind),
-                }
+                fail(ctx, &err, sent_at, count - answered);
+                return;
             }
         };
+        let sample = Sample {
+            latency_us: micros_since(sent_at),
+            bytes: head.bytes,
+            outcome: classify(ctx, head.status),
+        };
         ctx.recorder.borrow_mut().record(&sample);
+        if head.close || !ctx.shared.keepalive {
+            slot.stream = None;
+            let unanswered = count - answered - 1;
+            if unanswered > 0 {
+                let err = RequestError::new(
+                    ErrorKind::Reset,
+                    ErrorDetail::Static(
+                        "the server closed the connection with pipelined requests unanswered",
+                    ),
+                );
+                fail(ctx, &err, sent_at, unanswered);
+            }
+            return;
+        }
+    }
+    slot.busy = false;
+}
+
+fn micros_since(start: Instant) -> u64 {
+    start.elapsed().as_micros() as u64
+}
+
+/// Records `count` requests failed with `err`, keeping it as an example.
+fn fail(ctx: &WorkerCtx, err: &RequestError, sent_at: Instant, count: u32) {
+    let mut recorder = ctx.recorder.borrow_mut();
+    if recorder.wants_example(err.kind) {
+        recorder.note_error(err);
+    }
+    let sample = Sample {
+        latency_us: micros_since(sent_at),
+        bytes: 0,
+        outcome: Outcome::Failed(err.kind),
+    };
+    for _ in 0..count {
+        recorder.record(&sample);
     }
 }
 
@@ -225,35 +290,4 @@ fn classify(ctx: &WorkerCtx, status: u16) -> Outcome {
         recorder.note_error(&RequestError::new(ErrorKind::Status, ErrorDetail::Status(status)));
     }
     Outcome::BadStatus { status }
-}
-
-/// One request and its response, within the request timeout.
-async fn exchange(ctx: &WorkerCtx, slot: &mut Slot) -> Result<ResponseHead, RequestError> {
-    let timeout = ctx.shared.timeout;
-    let work = async {
-        if slot.busy || slot.stream.is_none() {
-            slot.stream = None;
-            slot.stream = Some(ctx.connector.connect().await?);
-            slot.reader.clear();
-        }
-        slot.busy = true;
-        let stream = slot.stream.as_mut().expect("connected just above");
-        stream
-            .write_all(&ctx.shared.request.bytes)
-            .await
-            .map_err(RequestError::from_io)?;
-        let head = slot
-            .reader
-            .read_response(stream, &ctx.sink, ctx.shared.request.is_head)
-            .await?;
-        slot.busy = false;
-        Ok(head)
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Ok(result) => result,
-        Err(_) => Err(RequestError::new(
-            ErrorKind::Timeout,
-            ErrorDetail::Timeout(timeout),
-        )),
-    }
 }

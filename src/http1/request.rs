@@ -5,7 +5,11 @@ use crate::target::Target;
 /// The exact bytes of one request, reused for every send.
 #[derive(Clone, Debug)]
 pub struct RequestBytes {
+    /// The request, repeated `depth` times so a pipelined round of any size
+    /// up to `depth` is one prefix of this buffer, written at once.
     pub bytes: Vec<u8>,
+    /// Length of one request.
+    pub single: usize,
     /// A HEAD request's response carries no body whatever its headers say.
     pub is_head: bool,
 }
@@ -54,9 +58,22 @@ impl RequestBytes {
         bytes.extend_from_slice(b"\r\n");
         bytes.extend_from_slice(body);
         RequestBytes {
+            single: bytes.len(),
             bytes,
             is_head: method.eq_ignore_ascii_case("HEAD"),
         }
+    }
+
+    /// Repeats the request for pipelined rounds of up to `depth` requests.
+    pub fn pipelined(mut self, depth: u32) -> RequestBytes {
+        self.bytes = self.bytes[..self.single].repeat(depth.max(1) as usize);
+        self
+    }
+
+    /// The bytes of `count` requests back to back (`count` <= depth).
+    #[inline]
+    pub fn repeat_slice(&self, count: u32) -> &[u8] {
+        &self.bytes[..self.single * count as usize]
     }
 }
 
@@ -87,6 +104,18 @@ mod tests {
         assert!(text.contains("Content-Length: 5\r\n"));
         assert!(text.contains("Connection: close\r\n"));
         assert!(text.ends_with("\r\n\r\nhello"));
+    }
+
+    #[test]
+    fn pipelined_rounds_are_prefixes() {
+        let one = RequestBytes::build("GET", &target(), &[], b"", true);
+        let single = one.bytes.clone();
+        let many = one.pipelined(3);
+        assert_eq!(many.repeat_slice(1), &single[..]);
+        assert_eq!(
+            many.repeat_slice(3),
+            [single.clone(), single.clone(), single].concat()
+        );
     }
 
     #[test]

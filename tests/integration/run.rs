@@ -418,6 +418,34 @@ fn sigint_still_reports() {
     assert!((1.0..5.0).contains(&s["elapsed_s"].as_f64().unwrap()));
 }
 
+#[test]
+fn pipelining_keeps_the_count_exact() {
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "-n",
+        "1003",
+        "-c",
+        "4",
+        "--pipeline",
+        "8",
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 1003);
+    assert_eq!(report["plan"]["pipeline"], 8);
+    assert_eq!(server.stats().requests_completed, 1003);
+    assert_eq!(server.stats().connections_accepted, 4);
+}
+
+#[test]
+fn pipelining_needs_keepalive() {
+    usage_error(
+        &["run", "--pipeline", "4", "--no-keepalive", "http://127.0.0.1:1/"],
+        "--pipeline",
+    );
+}
+
 /// Every connection carries load: by Little's law, C busy connections give
 /// rate x mean latency = C. (When one worker's 2,000 connection loops shared
 /// tokio's cooperative budget, most of them sat starved and the product fell
