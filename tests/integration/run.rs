@@ -472,3 +472,43 @@ fn every_connection_carries_load() {
     );
     assert_eq!(server.stats().connections_accepted, 2000);
 }
+
+/// Runs volley with the given open-files limits.
+#[cfg(unix)]
+fn volley_with_nofile(soft: u64, hard: u64, args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_volley"));
+    cmd.args(args).stdin(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; it runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: soft as libc::rlim_t,
+                rlim_max: hard as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+#[cfg(unix)]
+#[test]
+fn open_files_limit_is_raised_or_reported_before_starting() {
+    let server = target();
+    let hi = url(&server, "/hi");
+    // 300 connections do not fit a soft limit of 64 but fit the hard 1024.
+    let out = volley_with_nofile(64, 1024, &["run", "-n", "600", "-c", "300", &hi]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(server.stats().connections_accepted, 300);
+    // 2,000 cannot fit at all: one line, and no connection was opened.
+    let out = volley_with_nofile(64, 1024, &["run", "-n", "600", "-c", "2000", &hi]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("open files") && err.contains("1024"), "{err}");
+    assert_eq!(server.stats().connections_accepted, 300, "nothing started");
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# volley against its peers, side by side on this machine (see vs_peers.py).
+# Installs what it needs when missing: Debian's wrk, nginx-light and GNU time
+# (for each process's own CPU and peak RSS); oha only with --with-oha, since
+# `cargo install oha` takes minutes. Every load targets 127.0.0.1 only and
+# every run is bounded in time; the whole script takes about 4 minutes.
+#
+#   bench/vs-peers.sh                 # nginx target, 3 rounds, writes bench/RESULTS.md
+#   bench/vs-peers.sh --target volley # the embedded target instead of nginx
+#   bench/vs-peers.sh --with-oha      # also oha (installs it with cargo if missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v nginx >/dev/null || need+=(nginx-light)
+[ -x /usr/bin/time ] || need+=(time)
+command -v taskset >/dev/null || need+=(util-linux)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]} ..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [[ " $* " == *" --with-oha "* ]] && ! command -v oha >/dev/null; then
+  echo "installing oha with cargo (takes a few minutes) ..."
+  cargo install oha --locked >/dev/null
+fi
+cargo build --release --quiet
+exec python3 bench/vs_peers.py "$@"

@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""volley against wrk (and optionally oha), side by side, on this machine.
+
+The target (nginx with one worker returning a 5-byte body, or `volley serve`)
+is pinned to the last core; each generator runs pinned to the other core(s)
+with one thread. Tools alternate within each round so drifts in machine speed
+hit both alike, and medians are compared as ratios. Each process's own CPU
+time and peak RSS come from GNU time. Every load goes to 127.0.0.1 and every
+run is bounded by its duration plus a hard timeout.
+
+Writes the figures between the generated markers of bench/RESULTS.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VOLLEY = ROOT / "target" / "release" / "volley"
+RESULTS = ROOT / "bench" / "RESULTS.md"
+START_MARK = "<!-- generated:start -->"
+END_MARK = "<!-- generated:end -->"
+
+NGINX_CONF = """
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log error;
+worker_rlimit_nofile 65536;
+events {{ worker_connections 30000; multi_accept on; }}
+http {{
+  access_log off;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  client_body_temp_path {dir};
+  proxy_temp_path {dir};
+  fastcgi_temp_path {dir};
+  uwsgi_temp_path {dir};
+  scgi_temp_path {dir};
+  server {{
+    listen 127.0.0.1:{port} backlog=32768;
+    location / {{ return 200 "world"; }}
+  }}
+}}
+"""
+
+# A pipelining script for wrk written for this benchmark: `depth` copies of
+# the request sent in one write.
+WRK_PIPELINE_LUA = """
+init = function(args)
+  local depth = tonumber(args[1]) or 16
+  local parts = {{}}
+  for i = 1, depth do parts[i] = wrk.format() end
+  batch = table.concat(parts)
+end
+request = function() return batch end
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, limit=10.0):
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"target did not start listening on 127.0.0.1:{port}")
+
+
+class Target:
+    """The server under load, pinned to one core."""
+
+    def __init__(self, kind, core, workdir):
+        self.kind = kind
+        self.port = free_port()
+        if kind == "nginx":
+            conf = Path(workdir) / "nginx.conf"
+            conf.write_text(NGINX_CONF.format(dir=workdir, port=self.port))
+            cmd = ["nginx", "-c", str(conf), "-p", workdir]
+        else:
+            cmd = [str(VOLLEY), "serve", "--addr", f"127.0.0.1:{self.port}"]
+        self.proc = subprocess.Popen(
+            ["taskset", "-c", str(core)] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_listening(self.port)
+        self.url = f"http://127.0.0.1:{self.port}/hi"
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def measured(cmd, cores, limit):
+    """Runs a generator pinned to `cores`; returns stdout and its own CPU and peak RSS."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        full = ["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, "taskset", "-c", cores] + cmd
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=limit)
+        fields = Path(tf.name).read_text().split()
+        user, sys_, rss_kb = float(fields[-3]), float(fields[-2]), int(fields[-1])
+    return proc, user + sys_, rss_kb
+
+
+def run_volley(url, conns, secs, cores, extra=()):
+    cmd = [str(VOLLEY), "run", "-c", str(conns), "-t", "1", "-d", f"{secs}s", "--json", *extra, url]
+    proc, cpu, rss = measured(cmd, cores, secs + 60)
+    try:
+        summary = json.loads(proc.stdout)["runs"][0]["summary"]
+    except (json.JSONDecodeError, KeyError, IndexError):
+        raise SystemExit(f"volley failed: {proc.stderr.strip()}")
+    return {
+        "rps": summary["rps"],
+        "requests": summary["requests"],
+        "errors": summary["errors"],
+        "p50_ms": summary["latency_ms"]["p50"],
+        "cpu_us_per_req": 1e6 * cpu / max(summary["requests"], 1),
+        "rss_mb": rss / 1024,
+    }
+
+
+def to_ms(value, unit):
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def run_wrk(url, conns, secs, cores, pipeline=None):
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", "--timeout", "30s"]
+    script = None
+    if pipeline:
+        script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
+        script.write(WRK_PIPELINE_LUA)
+        script.close()
+        cmd += ["-s", script.name]
+    cmd.append(url)
+    if pipeline:
+        cmd += ["--", str(pipeline)]
+    proc, cpu, rss = measured(cmd, cores, secs + 60)
+    if script:
+        os.unlink(script.name)
+    out = proc.stdout
+    total = re.search(r"(\d+) requests in", out)
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    p50 = re.search(r"^\s+50%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+    if not (total and rps):
+        raise SystemExit(f"wrk failed: {out} {proc.stderr}")
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return {
+        "rps": float(rps.group(1)),
+        "requests": int(total.group(1)),
+        "errors": sum(int(g) for g in errors.groups()) if errors else 0,
+        "p50_ms": to_ms(*p50.groups()) if p50 else float("nan"),
+        "cpu_us_per_req": 1e6 * cpu / max(int(total.group(1)), 1),
+        "rss_mb": rss / 1024,
+    }
+
+
+def run_oha(url, conns, secs, cores, extra=()):
+    cmd = ["oha", "--no-tui", "--output-format", "json", "-z", f"{secs}s", "-c", str(conns), *extra, url]
+    proc, cpu, rss = measured(cmd, cores, secs + 60)
+    data = json.loads(proc.stdout)
+    total = sum(data.get("statusCodeDistribution", {}).values())
+    return {
+        "rps": data["summary"]["requestsPerSec"],
+        "requests": total,
+        "errors": sum(data.get("errorDistribution", {}).values()),
+        "p50_ms": data["latencyPercentiles"]["p50"] * 1000,
+        "cpu_us_per_req": 1e6 * cpu / max(total, 1),
+        "rss_mb": rss / 1024,
+    }
+
+
+def median(rounds, key):
+    return statistics.median(r[key] for r in rounds)
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True)
+    wrk_version = (wrk.stdout + wrk.stderr).split("[")[0].strip() or "wrk"
+    return f"{os.cpu_count()} cores ({model}), Linux {platform.release()}, {wrk_version}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", choices=["nginx", "volley"], default="nginx")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--secs", type=int, default=5, help="seconds per measured run")
+    ap.add_argument("--with-oha", action="store_true")
+    ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    args = ap.parse_args()
+
+    cpus = sorted(os.sched_getaffinity(0))
+    target_core = cpus[-1]
+    gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
+    workdir = tempfile.mkdtemp(prefix="volley-bench-")
+    target = Target(args.target, target_core, workdir)
+    peers = [("volley", run_volley), ("wrk", run_wrk)]
+    started = time.time()
+    results = {}
+    try:
+        def case(name, conns, secs, tools, **kw):
+            rounds = {tool: [] for tool, _ in tools}
+            for r in range(args.rounds):
+                for tool, fn in tools:
+                    res = fn(target.url, conns, secs, gen_cores, **kw.get(tool, {}))
+                    rounds[tool].append(res)
+                    print(f"  {name} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
+                          f"{res['cpu_us_per_req']:.2f} us/req, p50 {res['p50_ms']:.3f} ms, "
+                          f"{res['rss_mb']:.1f} MB, {res['errors']} errors", flush=True)
+            results[name] = rounds
+
+        oha = [("oha", run_oha)] if args.with_oha else []
+        print(f"target: {args.target} on core {target_core}; generators on core(s) {gen_cores}")
+        case("c50", 50, args.secs, peers + oha)
+        case("c10000", 10000, args.secs, peers)
+        case("c1", 1, max(3, args.secs - 2), peers)
+        nk_tools = [("volley", run_volley)] + oha
+        case("nokeepalive", 50, max(3, args.secs - 2), nk_tools,
+             volley={"extra": ["--no-keepalive"]}, oha={"extra": ["--disable-keepalive"]})
+        case("pipeline16", 50, max(3, args.secs - 2), peers,
+             volley={"extra": ["--pipeline", "16"]}, wrk={"pipeline": 16})
+        # Memory over time: the same load for a short and a long run.
+        results["rss_short"] = {"volley": [run_volley(target.url, 50, 5, gen_cores)]}
+        results["rss_long"] = {"volley": [run_volley(target.url, 50, 20, gen_cores)]}
+    finally:
+        target.stop()
+
+    def med(case_name, tool, key):
+        return median(results[case_name][tool], key)
+
+    rows = []
+
+    def row(label, v, w, ratio, target, ok):
+        rows.append(f"| {label} | {v} | {w} | {ratio} | {target} | {'yes' if ok else '**no**'} |")
+
+    r = med("c50", "volley", "rps") / med("c50", "wrk", "rps")
+    row("50 connections, 1 thread: req/s", f"{med('c50', 'volley', 'rps'):,.0f}",
+        f"{med('c50', 'wrk', 'rps'):,.0f}", f"{r:.2f}", ">= 1.00", r >= 1.0)
+    r = med("c50", "volley", "cpu_us_per_req") / med("c50", "wrk", "cpu_us_per_req")
+    row("50 connections: CPU per request", f"{med('c50', 'volley', 'cpu_us_per_req'):.2f} us",
+        f"{med('c50', 'wrk', 'cpu_us_per_req'):.2f} us", f"{r:.2f}", "<= 1.05", r <= 1.05)
+    r = med("c10000", "volley", "rps") / med("c10000", "wrk", "rps")
+    row("10,000 connections: req/s", f"{med('c10000', 'volley', 'rps'):,.0f}",
+        f"{med('c10000', 'wrk', 'rps'):,.0f}", f"{r:.2f}", ">= 1.00", r >= 1.0)
+    short_rss = results["rss_short"]["volley"][0]["rss_mb"]
+    long_rss = results["rss_long"]["volley"][0]["rss_mb"]
+    row("peak RSS, 50 connections, 20 s (5 s run)", f"{long_rss:.1f} MB ({short_rss:.1f} MB)",
+        f"{med('c50', 'wrk', 'rss_mb'):.1f} MB", f"{long_rss / short_rss:.2f} (20 s / 5 s)",
+        "<= 16 MB, not growing", long_rss <= 16 and long_rss <= short_rss * 1.1 + 0.5)
+    v = med("c10000", "volley", "rss_mb")
+    row("peak RSS, 10,000 connections", f"{v:.1f} MB", f"{med('c10000', 'wrk', 'rss_mb'):.1f} MB",
+        "", "<= 64 MB", v <= 64)
+    r = med("c1", "volley", "p50_ms") / med("c1", "wrk", "p50_ms")
+    row("1 connection: p50 latency", f"{1000 * med('c1', 'volley', 'p50_ms'):.1f} us",
+        f"{1000 * med('c1', 'wrk', 'p50_ms'):.1f} us", f"{r:.2f}", "<= 1.10", r <= 1.10)
+    nk_peer = f"{med('nokeepalive', 'oha', 'rps'):,.0f} (oha)" if args.with_oha else "no such mode"
+    rows.append(f"| --no-keepalive, 50 connections: connections/s | "
+                f"{med('nokeepalive', 'volley', 'rps'):,.0f} | {nk_peer} | | reported | |")
+    r = med("pipeline16", "volley", "rps") / med("pipeline16", "wrk", "rps")
+    rows.append(f"| --pipeline 16, 50 connections: req/s | {med('pipeline16', 'volley', 'rps'):,.0f} | "
+                f"{med('pipeline16', 'wrk', 'rps'):,.0f} (Lua script) | {r:.2f} | reported | |")
+    if args.with_oha:
+        rows.append(f"| oha, 50 connections: req/s, CPU/request, RSS | | "
+                    f"{med('c50', 'oha', 'rps'):,.0f}, {med('c50', 'oha', 'cpu_us_per_req'):.2f} us, "
+                    f"{med('c50', 'oha', 'rss_mb'):.0f} MB | | | |")
+
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    table = "\n".join([
+        f"Measured {when} on {machine()}; target {args.target} (1 worker) pinned to core "
+        f"{target_core}, generators pinned to core(s) {gen_cores} with 1 thread; medians of "
+        f"{args.rounds} alternating rounds of {args.secs} s ({time.time() - started:.0f} s in all).",
+        "",
+        "| case | volley | wrk | ratio | target | met |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ])
+    print()
+    print(table)
+    if not args.no_write:
+        text = RESULTS.read_text() if RESULTS.exists() else f"# Benchmark results\n\n{START_MARK}\n{END_MARK}\n"
+        head, _, rest = text.partition(START_MARK)
+        _, _, tail = rest.partition(END_MARK)
+        RESULTS.write_text(f"{head}{START_MARK}\n{table}\n{END_MARK}{tail}")
+        print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+//! The engine allocates nothing per request: a counting global allocator
+//! sees the same number of allocations for 2,000 requests as for 20,000.
+//! (Its own test binary, so the allocator counts only this process: the
+//! target runs as a separate `volley serve` process on 127.0.0.1.)
+
+use clap::Parser;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use volley::cli::{Cli, Command as VolleyCommand};
+use volley::engine::{self, Silent};
+use volley::plan::Plan;
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// `volley serve` on a free port, stopped when dropped.
+struct Target {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn target() -> Target {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("volley serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .expect("serve prints its address")
+        .to_string();
+    assert!(base.starts_with("http://127.0.0.1:"), "{line}");
+    Target { child, base }
+}
+
+fn allocations_for(requests: u64, url: &str) -> u64 {
+    let n = requests.to_string();
+    // One interval covers the whole run, so per-interval work is the same.
+    let cli = Cli::try_parse_from([
+        "volley",
+        "run",
+        "-n",
+        &n,
+        "-c",
+        "8",
+        "-t",
+        "2",
+        "--interval",
+        "60s",
+        url,
+    ]);
+    let VolleyCommand::Run(args) = cli.unwrap().command else {
+        unreachable!()
+    };
+    let plan = Plan::from_args(&args).unwrap();
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let result = engine::run(
+        &plan,
+        &plan.targets[0],
+        Arc::new(AtomicBool::new(false)),
+        &mut Silent,
+    )
+    .unwrap();
+    let spent = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    assert_eq!(result.total.ok, requests);
+    spent
+}
+
+#[test]
+fn allocations_do_not_grow_with_requests() {
+    let target = target();
+    for path in ["/hi", "/bytes/100000"] {
+        let url = format!("{}{path}", target.base);
+        allocations_for(500, &url); // Warm any one-time initialisation.
+        let small = allocations_for(2_000, &url);
+        let large = allocations_for(20_000, &url);
+        // 18,000 more requests; a per-request allocation would add >= 18,000.
+        assert!(
+            large <= small + 100,
+            "{path}: {small} allocations for 2,000 requests, {large} for 20,000"
+        );
+    }
+}
