@@ -107,6 +107,9 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port and prints it.
     #[arg(long, default_value = "127.0.0.1:3000")]
     pub addr: SocketAddr,
+    /// Handle at most N requests at once; later ones wait for a slot (a server with a known capacity).
+    #[arg(long, value_name = "N")]
+    pub max_inflight: Option<usize>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -16,6 +16,7 @@ use std::sync::atomic::AtomicBool;
 pub fn run(duration: &str, stop: Arc<AtomicBool>) -> Result<Verdict> {
     let server = spawn(ServerOptions {
         addr: "127.0.0.1:0".parse()?,
+        ..Default::default()
     })
     .context("cannot start the embedded server")?;
     let base = format!("http://{}", server.addr());

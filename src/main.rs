@@ -69,7 +69,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve(args) => {
-            match volley::server::serve_forever(volley::server::ServerOptions { addr: args.addr }) {
+            match volley::server::serve_forever(volley::server::ServerOptions {
+                addr: args.addr,
+                max_inflight: args.max_inflight,
+            }) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }

@@ -6,6 +6,10 @@
 //! requests are answered in order from the bytes already read, and their
 //! responses are batched into one write, the way a load tester that
 //! pipelines expects a fast server to behave.
+//!
+//! Every write of response bytes first waits out a `/pause` in force, and
+//! the in-flight slots of requests whose responses are queued are given back
+//! only once those bytes are written.
 
 use std::io;
 use std::sync::Arc;
@@ -14,6 +18,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::Shared;
 use super::request::{ParseError, Request, RequestParser};
@@ -131,6 +136,10 @@ pub(super) struct Output {
     /// Responses whose last byte is queued or written, to be counted as
     /// completed at the next successful flush.
     finished: u64,
+    /// In-flight slots of the requests whose responses are in `buf`, given
+    /// back at the next successful flush (merged into one permit, so holding
+    /// many costs no allocation).
+    slots: Option<OwnedSemaphorePermit>,
     shared: Arc<Shared>,
 }
 
@@ -171,8 +180,23 @@ impl Output {
         self.finished += 1;
     }
 
+    /// Keeps a request's in-flight slot until its response, now queued or
+    /// written, is all on the socket.
+    pub(super) fn release_when_written(&mut self, slot: Option<OwnedSemaphorePermit>) {
+        let Some(slot) = slot else { return };
+        if self.buf.is_empty() {
+            // Written already, straight from the handler: give it back now.
+            return;
+        }
+        match &mut self.slots {
+            Some(held) => held.merge(slot),
+            None => self.slots = Some(slot),
+        }
+    }
+
     pub(super) async fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
         if !self.buf.is_empty() {
+            self.shared.pause.hold().await;
             stream.write_all(&self.buf).await?;
             if self.buf.capacity() > KEEP_CAPACITY {
                 self.buf = Vec::with_capacity(BUF_SIZE);
@@ -185,7 +209,15 @@ impl Output {
                 .requests_completed
                 .fetch_add(std::mem::take(&mut self.finished), Relaxed);
         }
+        self.slots = None;
         Ok(())
+    }
+
+    /// Writes `bytes` straight to the socket, after any pause: for the
+    /// endpoints that write past the buffer.
+    pub(super) async fn write_direct(&self, stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
+        self.shared.pause.hold().await;
+        stream.write_all(bytes).await
     }
 
     /// Writes `body` after everything queued: copied if small, straight
@@ -196,7 +228,7 @@ impl Output {
             Ok(())
         } else {
             self.flush(stream).await?;
-            stream.write_all(body).await
+            self.write_direct(stream, body).await
         }
     }
 }
@@ -218,6 +250,7 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
         out: Output {
             buf: Vec::with_capacity(BUF_SIZE),
             finished: 0,
+            slots: None,
             shared: Arc::clone(&shared),
         },
         shared,
@@ -228,6 +261,24 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
 impl Conn {
     pub(super) async fn flush(&mut self) -> io::Result<()> {
         self.out.flush(&mut self.stream).await
+    }
+
+    /// Waits for one of the server's in-flight slots, when it has a limit;
+    /// `Ok(None)` when it has none. An error is a failed write: the
+    /// connection is over.
+    pub(super) async fn slot(&mut self) -> io::Result<Option<OwnedSemaphorePermit>> {
+        let Some(limit) = &self.shared.limit else {
+            return Ok(None);
+        };
+        let limit = Arc::clone(limit);
+        if let Ok(slot) = Arc::clone(&limit).try_acquire_owned() {
+            return Ok(Some(slot));
+        }
+        // Responses queued here hold slots until written: write them before
+        // waiting, or a pipelining connection could wait for itself.
+        self.flush().await?;
+        // The semaphore is never closed, so this waits rather than fails.
+        Ok(limit.acquire_owned().await.ok())
     }
 
     async fn run(&mut self) {
@@ -293,6 +344,9 @@ impl Conn {
         if self.flush().await.is_err() {
             return;
         }
+        // The FIN answers a request too (`/drop`), so it waits out a pause
+        // like any response.
+        self.shared.pause.hold().await;
         if self.stream.shutdown().await.is_err() {
             return;
         }

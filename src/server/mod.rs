@@ -8,11 +8,18 @@
 //! hyper's server does not give, so this is a small HTTP/1.1 server written
 //! by hand on tokio and `httparse`.
 //!
+//! Two server-wide controls let tests shape the target as a whole: `/pause`
+//! holds every response for a while (a stall the tester must see in its
+//! latencies), and [`ServerOptions::max_inflight`] gives the server a known
+//! capacity (a knee a rate-stepping test can find).
+//!
 //! Layout: this file owns the listener, the lifecycle (spawn, run, stop) and
 //! the counters; `conn` runs one connection; `request` parses requests;
-//! `response` writes heads; `routes` implements the endpoints.
+//! `response` writes heads; `routes` implements the endpoints; `pause` holds
+//! the pause.
 
 mod conn;
+mod pause;
 mod request;
 mod response;
 mod routes;
@@ -25,21 +32,32 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinSet;
 
-/// How the server is started. More options (in-flight limit, TLS) will join
-/// `addr`; construct with `..Default::default()` to stay compatible.
+use pause::Pause;
+
+/// How the server is started. More options (TLS) will join these; construct
+/// with `..Default::default()` to stay compatible.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerOptions {
     /// Where to listen; port 0 picks a free port (see [`ServerHandle::addr`]).
     pub addr: SocketAddr,
+    /// At most this many requests are handled at once across the server;
+    /// later ones wait, in arrival order, for a slot before their handler
+    /// runs. A slot is held from the handler's start until its response is
+    /// written. `/stats`, `/pause` and the fault endpoints (`/drop`, `/stall`,
+    /// `/garbage`) take no slot, so they answer (or misbehave) as usual while
+    /// the server is saturated. `None` (the default) is unlimited; `Some(0)`
+    /// is an error.
+    pub max_inflight: Option<usize>,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            max_inflight: None,
         }
     }
 }
@@ -71,9 +89,42 @@ struct Shared {
     /// Set at shutdown so CPU and memory work running on blocking threads,
     /// which cannot be cancelled from outside, gives up early.
     stopping: AtomicBool,
+    /// Set by `/pause`, checked before every write of a response.
+    pause: Pause,
+    /// The in-flight slots of [`ServerOptions::max_inflight`]; `None` is
+    /// unlimited, which costs a request nothing but this check. tokio's
+    /// semaphore is fair, so waiting requests get slots in arrival order.
+    limit: Option<Arc<Semaphore>>,
 }
 
 impl Shared {
+    /// # Errors
+    ///
+    /// `InvalidInput` for an in-flight limit of 0, or one too large for a
+    /// semaphore.
+    fn new(opts: &ServerOptions) -> io::Result<Self> {
+        let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidInput, why);
+        let limit = match opts.max_inflight {
+            None => None,
+            Some(0) => {
+                return Err(invalid(
+                    "the in-flight limit (--max-inflight) must be at least 1".into(),
+                ));
+            }
+            Some(n) if n > Semaphore::MAX_PERMITS => {
+                return Err(invalid(format!(
+                    "the in-flight limit (--max-inflight) must be at most {}, not {n}",
+                    Semaphore::MAX_PERMITS
+                )));
+            }
+            Some(n) => Some(Arc::new(Semaphore::new(n))),
+        };
+        Ok(Self {
+            limit,
+            ..Self::default()
+        })
+    }
+
     fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             connections_accepted: self.connections_accepted.load(Relaxed),
@@ -158,10 +209,11 @@ impl Drop for ServerHandle {
 ///
 /// # Errors
 ///
-/// Building the runtime, binding (the message names the address) or
-/// starting the thread failed.
+/// The options are invalid (an in-flight limit of 0), or building the
+/// runtime, binding (the message names the address) or starting the thread
+/// failed.
 pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared::new(&opts)?);
     let (stop, stopped) = oneshot::channel::<()>();
     let (bound, bind_result) = std::sync::mpsc::sync_channel::<io::Result<SocketAddr>>(1);
     // The runtime is built and bound on the server thread itself, so that a
@@ -240,9 +292,10 @@ pub async fn run(listener: TcpListener, shutdown: impl Future<Output = ()>) -> i
 ///
 /// # Errors
 ///
-/// Building the runtime or binding failed; a bind error's message names the
-/// address.
+/// The options are invalid (an in-flight limit of 0), or building the
+/// runtime or binding failed; a bind error's message names the address.
 pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
+    let shared = Arc::new(Shared::new(&opts)?);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let listener = {
         let _context = runtime.enter();
@@ -263,9 +316,9 @@ pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    let result = runtime.block_on(run(listener, shutdown));
+    runtime.block_on(serve(listener, shutdown, shared));
     runtime.shutdown_timeout(RUNTIME_GRACE);
-    result
+    Ok(())
 }
 
 /// Binds with an explicit backlog (std's is small for a load-test target)
@@ -345,5 +398,29 @@ fn connection(stream: TcpStream, shared: Arc<Shared>) -> impl Future<Output = ()
     async move {
         let _closed = closed;
         conn::serve(stream, shared).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(max_inflight: Option<usize>) -> io::Result<Shared> {
+        Shared::new(&ServerOptions {
+            max_inflight,
+            ..ServerOptions::default()
+        })
+    }
+
+    #[test]
+    fn in_flight_limit_is_validated() {
+        assert!(limited(None).unwrap().limit.is_none());
+        let shared = limited(Some(4)).unwrap();
+        assert_eq!(shared.limit.as_ref().map(|l| l.available_permits()), Some(4));
+        for bad in [0, usize::MAX] {
+            let err = limited(Some(bad)).expect_err("rejected");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+            assert!(err.to_string().contains("--max-inflight"), "{err}");
+        }
     }
 }

@@ -4,19 +4,19 @@
 //! fast answer (`/hi`), latency (`/sleep`, `/slow`), CPU and memory pressure
 //! on the target (`/cpu`, `/alloc`), sizes (`/bytes`, `/echo`), statuses, and
 //! broken behaviour (`/drop`, `/stall`, `/garbage`) that the tester must
-//! count as errors without falling over.
+//! count as errors without falling over. `/pause` stalls the whole server,
+//! every connection at once, the way a garbage-collection pause or a full
+//! disk would.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt as _;
-
 use super::conn::{COPY_LIMIT, Conn, Next};
 use super::request::{Request, parse_decimal};
 use super::response::{self, Persistence};
 
-/// Longest wait or burn accepted by `/sleep`, `/cpu` and `/slow`.
+/// Longest wait or burn accepted by `/sleep`, `/cpu`, `/slow` and `/pause`.
 const MAX_MS: u64 = 3_600_000;
 /// Largest `/alloc`, in KiB (1 GiB).
 const MAX_ALLOC_KB: u64 = 1024 * 1024;
@@ -46,6 +46,7 @@ enum Route {
     Stall,
     Garbage,
     Slow(u64),
+    Pause(u64),
     NotFound,
     /// A known endpoint with an unusable parameter; the message says why.
     BadParameter(&'static str),
@@ -78,6 +79,7 @@ impl Route {
             b"sleep" => number(MAX_MS, "at most 3600000 ms\n").map(Route::Sleep),
             b"cpu" => number(MAX_MS, "at most 3600000 ms\n").map(Route::Cpu),
             b"slow" => number(MAX_MS, "at most 3600000 ms\n").map(Route::Slow),
+            b"pause" => number(MAX_MS, "at most 3600000 ms\n").map(Route::Pause),
             b"alloc" => number(MAX_ALLOC_KB, "at most 1048576 KiB (1 GiB)\n").map(Route::Alloc),
             b"bytes" => number(MAX_BYTES, "at most 268435456 bytes (256 MiB)\n").map(Route::Bytes),
             b"status" => {
@@ -91,13 +93,40 @@ impl Route {
         };
         route.unwrap_or_else(Route::BadParameter)
     }
+
+    /// Whether the request counts against the in-flight limit. `/stats` and
+    /// `/pause` are the test's controls and must work on a saturated server;
+    /// the fault endpoints keep their behaviour (a `/stall` holding a slot
+    /// would shrink the server's capacity for as long as its client waits).
+    fn takes_slot(self) -> bool {
+        !matches!(
+            self,
+            Route::Stats | Route::Pause(_) | Route::Drop | Route::Stall | Route::Garbage
+        )
+    }
 }
 
-/// Answers one request. Responses are queued on `conn.out` and written by
-/// the connection loop, except where an endpoint needs the socket itself.
+/// Answers one request, first waiting for an in-flight slot if the server
+/// has a limit and the endpoint counts against it.
 pub(super) async fn respond(conn: &mut Conn, req: &Request) -> Next {
     let path = conn.input.request().get(req.head.path.clone());
     let route = Route::of(path.unwrap_or_default());
+    let slot = if route.takes_slot() {
+        match conn.slot().await {
+            Ok(slot) => slot,
+            Err(_) => return Next::Done,
+        }
+    } else {
+        None
+    };
+    let next = answer(conn, req, route).await;
+    conn.out.release_when_written(slot);
+    next
+}
+
+/// Responses are queued on `conn.out` and written by the connection loop,
+/// except where an endpoint needs the socket itself.
+async fn answer(conn: &mut Conn, req: &Request, route: Route) -> Next {
     let head_only = req.head.is_head;
     let persistence = Persistence::for_request(&req.head);
     match route {
@@ -189,6 +218,16 @@ pub(super) async fn respond(conn: &mut Conn, req: &Request) -> Next {
             Next::Close
         }
         Route::Slow(ms) => drip(conn, ms, head_only, persistence).await,
+        Route::Pause(ms) => {
+            // The pause starts now; this response is held by it like any
+            // other and so goes out when it ends (later, if extended).
+            conn.shared
+                .pause
+                .extend(tokio::time::Instant::now() + Duration::from_millis(ms));
+            let body = format!("paused {ms} ms\n");
+            conn.out
+                .respond(200, TEXT, body.as_bytes(), head_only, persistence)
+        }
         Route::NotFound => conn
             .out
             .respond(404, TEXT, b"not found\n", head_only, persistence),
@@ -232,7 +271,8 @@ async fn drip(conn: &mut Conn, ms: u64, head_only: bool, persistence: Persistenc
     for (i, byte) in (1..).zip(SLOW_BODY) {
         // Deadlines from one start, so timer lateness does not add up.
         tokio::time::sleep_until(start + total * i / steps).await;
-        if conn.stream.write_all(std::slice::from_ref(byte)).await.is_err() {
+        let byte = std::slice::from_ref(byte);
+        if conn.out.write_direct(&mut conn.stream, byte).await.is_err() {
             return Next::Done;
         }
     }
@@ -294,6 +334,8 @@ mod tests {
         assert_eq!(Route::of(b"/sleep/50"), Route::Sleep(50));
         assert_eq!(Route::of(b"/status/204"), Route::Status(204));
         assert_eq!(Route::of(b"/bytes/0"), Route::Bytes(0));
+        assert_eq!(Route::of(b"/pause/300"), Route::Pause(300));
+        assert_eq!(Route::of(b"/pause/3600000"), Route::Pause(MAX_MS));
         assert_eq!(Route::of(b"/nope"), Route::NotFound);
         assert_eq!(Route::of(b"/hi/"), Route::NotFound);
         assert_eq!(Route::of(b"/nope/1"), Route::NotFound);
@@ -308,12 +350,33 @@ mod tests {
             b"/status/99999999999999999999999",
             b"/bytes/268435457",
             b"/alloc/1048577",
+            b"/pause/3600001",
+            b"/pause/x",
         ] {
             assert!(
                 matches!(Route::of(bad), Route::BadParameter(_)),
                 "{}",
                 String::from_utf8_lossy(bad)
             );
+        }
+    }
+
+    #[test]
+    fn controls_and_faults_take_no_slot() {
+        for free in ["/stats", "/pause/10", "/drop", "/stall", "/garbage"] {
+            assert!(!Route::of(free.as_bytes()).takes_slot(), "{free}");
+        }
+        for limited in [
+            "/hi",
+            "/sleep/10",
+            "/cpu/1",
+            "/echo",
+            "/bytes/1",
+            "/slow/1",
+            "/nope",
+            "/sleep/x",
+        ] {
+            assert!(Route::of(limited.as_bytes()).takes_slot(), "{limited}");
         }
     }
 

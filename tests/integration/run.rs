@@ -11,6 +11,7 @@ use volley::server::{ServerHandle, ServerOptions, spawn};
 fn target() -> ServerHandle {
     spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
     })
     .expect("embedded target starts")
 }

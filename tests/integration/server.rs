@@ -13,8 +13,13 @@ use volley::server::{ServerHandle, ServerOptions, StatsSnapshot, spawn};
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn start() -> ServerHandle {
+    start_with(None)
+}
+
+fn start_with(max_inflight: Option<usize>) -> ServerHandle {
     spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
+        max_inflight,
     })
     .expect("server starts on 127.0.0.1:0")
 }
@@ -493,7 +498,11 @@ fn stop_is_quick_even_with_a_stalled_connection() {
 #[test]
 fn binding_a_used_address_fails_naming_it() {
     let server = start();
-    let err = spawn(ServerOptions { addr: server.addr() }).expect_err("the address is taken");
+    let err = spawn(ServerOptions {
+        addr: server.addr(),
+        ..Default::default()
+    })
+    .expect_err("the address is taken");
     assert_eq!(err.kind(), ErrorKind::AddrInUse);
     assert!(err.to_string().contains(&server.addr().to_string()), "{err}");
 }
@@ -507,7 +516,13 @@ fn spawn_and_stop_work_from_inside_an_async_context() {
         .unwrap();
     runtime.block_on(async {
         // A failed bind must not drop a runtime here (tokio panics on that).
-        assert!(spawn(ServerOptions { addr: taken.addr() }).is_err());
+        assert!(
+            spawn(ServerOptions {
+                addr: taken.addr(),
+                ..Default::default()
+            })
+            .is_err()
+        );
         let server = start();
         assert_eq!(connect(&server).get("/hi").body, b"world");
         server.stop();
@@ -542,4 +557,144 @@ fn run_serves_until_its_shutdown_future_resolves() {
     let result = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(2), server).await });
     assert!(matches!(result, Ok(Ok(Ok(())))), "{result:?}");
     assert_eq!(client.rest(), b"", "the connection is closed at shutdown");
+}
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Times measured from the client's side start a little before the server's,
+/// so a response held until a server-side instant arrives no earlier than
+/// that instant measured here; the slack only covers clock granularity.
+const SLACK: Duration = Duration::from_millis(10);
+
+#[test]
+fn pause_holds_every_response_until_it_ends() {
+    let server = start();
+    let mut pauser = connect(&server);
+    let mut other = connect(&server);
+    // Connected and served once, so nothing below waits on an accept.
+    assert_eq!(other.get("/hi").body, b"world");
+
+    let start = Instant::now();
+    pauser.send(b"GET /pause/300 HTTP/1.1\r\n\r\n");
+    std::thread::sleep(50 * MS);
+    let r = other.get("/hi");
+    let hi_at = start.elapsed();
+    assert_eq!(r.body, b"world");
+    assert!(hi_at + SLACK >= 300 * MS, "answered during the pause: {hi_at:?}");
+    assert!(hi_at < 600 * MS, "{hi_at:?}");
+
+    let r = pauser.response();
+    let pause_at = start.elapsed();
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body.starts_with(b"paused"),
+        "{:?}",
+        String::from_utf8_lossy(&r.body)
+    );
+    assert!(pause_at + SLACK >= 300 * MS, "{pause_at:?}");
+    assert!(pause_at < 600 * MS, "{pause_at:?}");
+
+    let after = Instant::now();
+    assert_eq!(other.get("/hi").body, b"world");
+    assert!(
+        after.elapsed() < 100 * MS,
+        "still held after the pause: {:?}",
+        after.elapsed()
+    );
+    // The held request was received during the pause and completed after it.
+    let stats = wait_for_stats(&server, |s| s.requests_completed == 4);
+    assert_eq!((stats.requests_received, stats.requests_completed), (4, 4));
+}
+
+#[test]
+fn a_later_pause_extends_the_running_one() {
+    let server = start();
+    let mut first = connect(&server);
+    let mut second = connect(&server);
+    let mut shorter = connect(&server);
+    let start = Instant::now();
+    first.send(b"GET /pause/200 HTTP/1.1\r\n\r\n");
+    std::thread::sleep(50 * MS);
+    // Ends at about 350 ms: later than the first, so the pause is extended.
+    second.send(b"GET /pause/300 HTTP/1.1\r\n\r\n");
+    std::thread::sleep(50 * MS);
+    // Ends at about 110 ms: inside the running pause, so it changes nothing.
+    shorter.send(b"GET /pause/10 HTTP/1.1\r\n\r\n");
+    for client in [&mut first, &mut second, &mut shorter] {
+        assert_eq!(client.response().status, 200);
+        let at = start.elapsed();
+        assert!(at + SLACK >= 350 * MS, "answered before the extended end: {at:?}");
+        assert!(at < 700 * MS, "{at:?}");
+    }
+}
+
+#[test]
+fn pause_length_is_capped_like_sleep() {
+    let server = start();
+    let mut client = connect(&server);
+    assert_eq!(client.get("/pause/3600001").status, 400);
+    assert_eq!(client.get("/pause/soon").status, 400);
+    let start = Instant::now();
+    assert_eq!(client.get("/pause/0").status, 200);
+    assert_eq!(client.get("/hi").body, b"world");
+    assert!(start.elapsed() < 100 * MS, "{:?}", start.elapsed());
+}
+
+#[test]
+fn max_inflight_makes_requests_wait_for_a_slot() {
+    let server = start_with(Some(2));
+    let mut clients: Vec<Client> = (0..4).map(|_| connect(&server)).collect();
+    let start = Instant::now();
+    let mut done: Vec<Duration> = std::thread::scope(|scope| {
+        let waiting: Vec<_> = clients
+            .iter_mut()
+            .map(|client| {
+                scope.spawn(move || {
+                    let r = client.get("/sleep/200");
+                    assert_eq!(r.status, 200);
+                    start.elapsed()
+                })
+            })
+            .collect();
+
+        // Two requests sleep, two wait for a slot: `/stats` takes none.
+        std::thread::sleep(50 * MS);
+        let asked = Instant::now();
+        let r = connect(&server).get("/stats");
+        assert!(asked.elapsed() < 100 * MS, "/stats waited: {:?}", asked.elapsed());
+        let json: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(json["requests_received"], 5, "{json}");
+        assert_eq!(json["requests_completed"], 0, "{json}");
+
+        waiting.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    done.sort();
+    // Two waves of 200 ms.
+    assert!(done[1] < 300 * MS, "first wave: {done:?}");
+    assert!(done[2] + SLACK >= 400 * MS, "second wave too early: {done:?}");
+    assert!(done[3] < 700 * MS, "{done:?}");
+}
+
+#[test]
+fn max_inflight_of_one_still_answers_pipelined_requests() {
+    // A connection's queued responses hold their slots until written; it
+    // must write them rather than wait for a slot it holds itself.
+    let server = start_with(Some(1));
+    let mut client = connect(&server);
+    client.send(&b"GET /hi HTTP/1.1\r\n\r\n".repeat(20));
+    for _ in 0..20 {
+        assert_eq!(client.response().body, b"world");
+    }
+    let mut other = connect(&server);
+    assert_eq!(other.get("/sleep/1").status, 200);
+}
+
+#[test]
+fn max_inflight_of_zero_is_refused() {
+    let err = spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        max_inflight: Some(0),
+    })
+    .expect_err("a server that can handle nothing");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
 }
