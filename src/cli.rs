@@ -33,9 +33,22 @@ pub struct RunArgs {
     /// URLs to load (http:// or https://), run one after another.
     #[arg(required = true, value_name = "URL")]
     pub urls: Vec<String>,
-    /// Concurrent connections (each has one request in flight).
-    #[arg(short = 'c', long, default_value_t = 50)]
-    pub connections: usize,
+    /// Concurrent connections (each has one request in flight) [default: 50].
+    #[arg(short = 'c', long)]
+    pub connections: Option<usize>,
+    /// Open model: N requests per second in all, each due at a fixed time;
+    /// latency counts from that time. With --stages, give -R alone: the
+    /// stages are then in requests per second.
+    #[arg(short = 'R', long, value_name = "N", num_args = 0..=1, default_missing_value = "0")]
+    pub rate: Option<f64>,
+    /// Ramp the load linearly to each target over each span, from 0:
+    /// "10s:100,30s:100,10s:0" (connections, or req/s with -R). Sets the duration.
+    #[arg(long, value_name = "STAGES")]
+    pub stages: Option<String>,
+    /// Open model: open more connections, up to N in all, when every
+    /// connection is busy and a request is due (instead of queueing it).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
     /// Worker threads [default: the cores this process may use].
     #[arg(short = 't', long)]
     pub threads: Option<usize>,

@@ -5,6 +5,7 @@
 //! once every worker still running has sent that index. Rows are emitted in
 //! order, so the live log and the saved series agree.
 
+use crate::engine::profile::LoadProfile;
 use crate::recorder::Snapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -22,6 +23,9 @@ pub struct SeriesRow {
     pub p90: f64,
     pub p99: f64,
     pub max: f64,
+    /// The load asked for at the end of the interval: connections, or
+    /// requests per second in the open model.
+    pub target: f64,
 }
 
 /// Microseconds (as recorded) to milliseconds (as reported).
@@ -30,9 +34,9 @@ pub fn us_to_ms(us: u64) -> f64 {
 }
 
 impl SeriesRow {
-    fn from_snapshot(snap: &Snapshot, start_s: f64, end_s: f64) -> SeriesRow {
+    fn from_snapshot(snap: &Snapshot, start_s: f64, end_s: f64, target: f64) -> SeriesRow {
         let span = (end_s - start_s).max(1e-6);
-        let pct = |q: f64| us_to_ms(snap.quantile_us(q));
+        let pct = |q: f64| us_to_ms(snap.latency.quantile_us(q));
         SeriesRow {
             t_s: end_s,
             requests: snap.requests,
@@ -41,11 +45,8 @@ impl SeriesRow {
             p50: pct(0.5),
             p90: pct(0.9),
             p99: pct(0.99),
-            max: if snap.latency.is_empty() {
-                0.0
-            } else {
-                us_to_ms(snap.latency.max())
-            },
+            max: pct(1.0),
+            target,
         }
     }
 }
@@ -76,10 +77,12 @@ pub struct Collector {
     next_row: u64,
     pub total: Snapshot,
     pub series: Vec<SeriesRow>,
+    /// The planned load, for each row's target.
+    profile: LoadProfile,
 }
 
 impl Collector {
-    pub fn new(workers: usize, interval: Duration) -> Collector {
+    pub fn new(workers: usize, interval: Duration, profile: LoadProfile) -> Collector {
         Collector {
             interval_s: interval.as_secs_f64(),
             progress: vec![Progress::Sent(0); workers],
@@ -87,6 +90,7 @@ impl Collector {
             next_row: 0,
             total: Snapshot::default(),
             series: Vec::new(),
+            profile,
         }
     }
 
@@ -117,6 +121,17 @@ impl Collector {
         row.end_s = row.end_s.max(end_s);
     }
 
+    /// The planned load at the end of a row: just inside it, so a ramp's
+    /// last value belongs to its last row, and rounded off float noise.
+    fn target_at(&self, end_s: f64) -> f64 {
+        let end = self
+            .profile
+            .duration()
+            .map_or(end_s, |d| end_s.min(d.as_secs_f64()));
+        let value = self.profile.value_at((end - 1e-9).max(0.0));
+        (value * 1000.0).round() / 1000.0
+    }
+
     /// Emits every row that no running worker can still add to.
     fn flush(&mut self) -> Vec<SeriesRow> {
         let mut emitted = Vec::new();
@@ -138,7 +153,8 @@ impl Collector {
                 continue;
             };
             let start_s = index as f64 * self.interval_s;
-            let series_row = SeriesRow::from_snapshot(&row.snapshot, start_s, row.end_s);
+            let target = self.target_at(row.end_s);
+            let series_row = SeriesRow::from_snapshot(&row.snapshot, start_s, row.end_s, target);
             self.total += &row.snapshot;
             self.series.push(series_row);
             emitted.push(series_row);
@@ -159,6 +175,7 @@ mod tests {
         for _ in 0..requests {
             rec.record(&Sample {
                 latency_us: 1000,
+                service_us: 1000,
                 bytes: 1,
                 outcome: Outcome::Ok { status: 200 },
             });
@@ -168,7 +185,7 @@ mod tests {
 
     #[test]
     fn rows_wait_for_every_worker_and_come_in_order() {
-        let mut c = Collector::new(2, Duration::from_secs(1));
+        let mut c = Collector::new(2, Duration::from_secs(1), LoadProfile::constant(2.0));
         assert!(c.interval(0, 0, &snap(10)).is_empty());
         assert!(c.interval(0, 1, &snap(10)).is_empty());
         let rows = c.interval(1, 0, &snap(5));
@@ -192,7 +209,7 @@ mod tests {
 
     #[test]
     fn latencies_are_reported_in_ms() {
-        let mut c = Collector::new(1, Duration::from_secs(1));
+        let mut c = Collector::new(1, Duration::from_secs(1), LoadProfile::constant(1.0));
         let rows = c.finished(0, 0, &snap(3), Duration::from_secs(1));
         assert_eq!(rows[0].p50, 1.0);
         assert_eq!(rows[0].max, 1.0);

@@ -44,19 +44,7 @@ fn main() -> ExitCode {
                 Ok(plan) => plan,
                 Err(err) => return fail(EXIT_USAGE, &err.to_string()),
             };
-            let detail = if args.quiet {
-                Detail::Quiet
-            } else if args.verbose {
-                Detail::Verbose
-            } else {
-                Detail::Normal
-            };
-            let output = Output {
-                json_stdout: args.json,
-                file: args.output.clone(),
-                detail,
-            };
-            match execute(plan, &output, stop) {
+            match execute(plan, &output_of(&args), stop) {
                 Ok((report, verdict)) => exit_for(
                     verdict,
                     report
@@ -97,6 +85,22 @@ fn one_line(rendered: &str) -> String {
         "error: invalid usage".to_string()
     } else {
         message.join(" ")
+    }
+}
+
+/// How the report is shown and saved, from the common run flags.
+fn output_of(args: &volley::cli::RunArgs) -> Output {
+    let detail = if args.quiet {
+        Detail::Quiet
+    } else if args.verbose {
+        Detail::Verbose
+    } else {
+        Detail::Normal
+    };
+    Output {
+        json_stdout: args.json,
+        file: args.output.clone(),
+        detail,
     }
 }
 

@@ -4,6 +4,7 @@
 //! into this fully resolved value or a one-line usage error.
 
 use crate::cli::RunArgs;
+use crate::engine::profile::{Stage, parse_stages};
 use crate::target::{Target, TargetError};
 use serde::{Serialize, Serializer};
 use std::time::Duration;
@@ -133,7 +134,14 @@ fn millis_list<S: Serializer>(list: &[Duration], s: S) -> Result<S::Ok, S::Error
 pub struct Plan {
     /// The URLs, run one after another.
     pub targets: Vec<Target>,
+    /// Connections (at the peak of a closed-model ramp).
     pub connections: usize,
+    /// Open model: requests per second in all (`None`: closed model).
+    pub rate: Option<f64>,
+    /// A ramp of connections or (with `rate`) of requests per second.
+    pub stages: Option<Vec<Stage>>,
+    /// Open model: the pool may grow to this many connections.
+    pub max_connections: Option<usize>,
     /// Worker threads; never more than connections.
     pub threads: usize,
     /// Stop after exactly this many measured requests.
@@ -236,8 +244,63 @@ impl Plan {
             target.resolve()?;
             targets.push(target);
         }
-        if args.connections == 0 {
+        let stages = args
+            .stages
+            .as_deref()
+            .map(parse_stages)
+            .transpose()
+            .map_err(PlanError::Invalid)?;
+        let rate = match (args.rate, &stages) {
+            (Some(r), _) if !r.is_finite() || r < 0.0 => {
+                return Err(invalid("--rate must be a positive number"));
+            }
+            (Some(r), Some(_)) if r > 0.0 => {
+                return Err(invalid(
+                    "with --stages give -R without a number: the stages set the rate",
+                ));
+            }
+            (Some(0.0), None) => {
+                return Err(invalid("--rate needs requests per second, e.g. -R 1000"));
+            }
+            (rate, _) => rate,
+        };
+        let connections = match (&stages, rate, args.connections) {
+            (Some(_), None, Some(_)) => {
+                return Err(invalid(
+                    "--stages sets the connections of a closed-model run: drop -c",
+                ));
+            }
+            (Some(stages), None, None) => stages
+                .iter()
+                .map(|s| s.target)
+                .fold(0.0, f64::max)
+                .ceil()
+                .max(1.0) as usize,
+            (_, _, c) => c.unwrap_or(50),
+        };
+        if connections == 0 {
             return Err(invalid("--connections must be at least 1"));
+        }
+        if let Some(max) = args.max_connections {
+            if rate.is_none() {
+                return Err(invalid("--max-connections goes with --rate (the open model)"));
+            }
+            if max < connections {
+                return Err(invalid(format!(
+                    "--max-connections {max} is below --connections {connections}"
+                )));
+            }
+        }
+        if rate.is_some() && args.pipeline > 1 {
+            return Err(invalid("--pipeline goes with the closed model, not --rate"));
+        }
+        if stages.is_some() && args.duration.is_some() {
+            return Err(invalid("--stages sets the duration: drop -d"));
+        }
+        if stages.is_some() && args.warmup.is_some() {
+            return Err(invalid(
+                "--warmup does not go with --stages: begin with a warm-up stage instead",
+            ));
         }
         let threads = args.threads.unwrap_or_else(available_cores);
         if threads == 0 {
@@ -246,7 +309,11 @@ impl Plan {
         if args.requests == Some(0) {
             return Err(invalid("--requests must be at least 1"));
         }
+        let stages_duration = stages
+            .as_ref()
+            .map(|st| st.iter().map(|s| s.duration).sum::<Duration>());
         let duration = match (&args.duration, args.requests) {
+            _ if stages_duration.is_some() => stages_duration,
             (Some(d), _) => Some(parse_duration("--duration", d)?),
             (None, Some(_)) => None,
             (None, None) => Some(Duration::from_secs(10)),
@@ -313,8 +380,11 @@ impl Plan {
         buckets.dedup();
         Ok(Plan {
             targets,
-            connections: args.connections,
-            threads: threads.min(args.connections),
+            connections,
+            rate,
+            stages,
+            max_connections: args.max_connections,
+            threads: threads.min(connections),
             requests: args.requests,
             duration,
             warmup,

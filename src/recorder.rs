@@ -22,6 +22,88 @@ pub fn new_latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("static histogram bounds are valid")
 }
 
+/// A latency distribution: the HDR histogram plus its exact extremes (the
+/// histogram rounds them to its buckets).
+#[derive(Clone, Debug)]
+pub struct Timings {
+    /// Microseconds.
+    pub hist: Histogram<u64>,
+    /// `u64::MAX` while nothing was recorded.
+    pub min_us: u64,
+    pub max_us: u64,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            hist: new_latency_histogram(),
+            min_us: u64::MAX,
+            max_us: 0,
+        }
+    }
+}
+
+impl Timings {
+    #[inline]
+    pub fn record(&mut self, us: u64) {
+        let us = us.clamp(1, LATENCY_MAX_US);
+        self.hist.saturating_record(us);
+        self.min_us = self.min_us.min(us);
+        self.max_us = self.max_us.max(us);
+    }
+
+    /// A quantile in microseconds, within the exact extremes (0 when empty).
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        if self.hist.is_empty() {
+            return 0;
+        }
+        self.hist.value_at_quantile(q).clamp(self.min_us, self.max_us)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+}
+
+impl AddAssign<&Timings> for Timings {
+    fn add_assign(&mut self, other: &Timings) {
+        // Both histograms share the same bounds, so adding cannot fail.
+        self.hist
+            .add(&other.hist)
+            .expect("histograms with equal bounds merge");
+        self.min_us = self.min_us.min(other.min_us);
+        self.max_us = self.max_us.max(other.max_us);
+    }
+}
+
+/// How well the open model kept its schedule.
+#[derive(Clone, Debug, Default)]
+pub struct Pacing {
+    /// Requests sent (their send delay recorded).
+    pub sent: u64,
+    /// Sent 1 ms or more after their intended time.
+    pub late: u64,
+    /// Of those, the ones that had waited for a free connection.
+    pub late_waiting_for_connection: u64,
+    /// Largest delay from intended to actual send, in microseconds.
+    pub max_delay_us: u64,
+    /// How late the pacer itself woke for each ticket: the tool's own lag.
+    pub pacer_lag: Timings,
+}
+
+/// A send this much after its intended time counts as late.
+pub const LATE_US: u64 = 1000;
+
+impl AddAssign<&Pacing> for Pacing {
+    fn add_assign(&mut self, other: &Pacing) {
+        self.sent += other.sent;
+        self.late += other.late;
+        self.late_waiting_for_connection += other.late_waiting_for_connection;
+        self.max_delay_us = self.max_delay_us.max(other.max_delay_us);
+        self.pacer_lag += &other.pacer_lag;
+    }
+}
+
 /// Counters and histograms for a span of a run; merged by `+=`.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
@@ -35,12 +117,16 @@ pub struct Snapshot {
     pub bytes: u64,
     /// Responses by status code (expected or not).
     pub status: Box<[u64; STATUS_SLOTS]>,
-    /// Latency of successful requests, in microseconds.
-    pub latency: Histogram<u64>,
-    /// Exact extremes of `latency` (the histogram rounds them to its
-    /// buckets); `min_us` is `u64::MAX` while nothing was recorded.
-    pub min_us: u64,
-    pub max_us: u64,
+    /// Latency of successful requests from their intended send time (the
+    /// actual send in the closed model).
+    pub latency: Timings,
+    /// Latency of successful requests from their actual send.
+    pub service: Timings,
+    /// How fast failures (errors and unexpected statuses) came back: a
+    /// refusal in microseconds and a timeout after seconds fail differently.
+    pub failures: Timings,
+    /// Open model only: how well the schedule held.
+    pub pacing: Pacing,
     /// The first message seen for each error kind, as an example.
     pub error_examples: [Option<String>; ErrorKind::COUNT],
 }
@@ -53,9 +139,10 @@ impl Default for Snapshot {
             errors: [0; ErrorKind::COUNT],
             bytes: 0,
             status: Box::new([0; STATUS_SLOTS]),
-            latency: new_latency_histogram(),
-            min_us: u64::MAX,
-            max_us: 0,
+            latency: Timings::default(),
+            service: Timings::default(),
+            failures: Timings::default(),
+            pacing: Pacing::default(),
             error_examples: Default::default(),
         }
     }
@@ -65,15 +152,6 @@ impl Snapshot {
     /// Total failed requests of every kind.
     pub fn error_count(&self) -> u64 {
         self.errors.iter().sum()
-    }
-
-    /// A latency quantile in microseconds, within the exact extremes
-    /// (0 when nothing was recorded).
-    pub fn quantile_us(&self, q: f64) -> u64 {
-        if self.latency.is_empty() {
-            return 0;
-        }
-        self.latency.value_at_quantile(q).clamp(self.min_us, self.max_us)
     }
 
     /// Non-zero status counts, in code order.
@@ -105,12 +183,10 @@ impl AddAssign<&Snapshot> for Snapshot {
         for (mine, theirs) in self.status.iter_mut().zip(other.status.iter()) {
             *mine += theirs;
         }
-        // Both histograms share the same bounds, so adding cannot fail.
-        self.latency
-            .add(&other.latency)
-            .expect("histograms with equal bounds merge");
-        self.min_us = self.min_us.min(other.min_us);
-        self.max_us = self.max_us.max(other.max_us);
+        self.latency += &other.latency;
+        self.service += &other.service;
+        self.failures += &other.failures;
+        self.pacing += &other.pacing;
         for (mine, theirs) in self.error_examples.iter_mut().zip(other.error_examples.iter()) {
             if mine.is_none() {
                 mine.clone_from(theirs);
@@ -135,17 +211,37 @@ impl Recorder {
             Outcome::Ok { status } => {
                 snap.ok += 1;
                 snap.status[usize::from(status).min(STATUS_SLOTS - 1)] += 1;
-                let us = sample.latency_us.clamp(1, LATENCY_MAX_US);
-                snap.latency.saturating_record(us);
-                snap.min_us = snap.min_us.min(us);
-                snap.max_us = snap.max_us.max(us);
+                snap.latency.record(sample.latency_us);
+                snap.service.record(sample.service_us);
             }
             Outcome::BadStatus { status } => {
                 snap.status[usize::from(status).min(STATUS_SLOTS - 1)] += 1;
                 snap.errors[ErrorKind::Status as usize] += 1;
+                snap.failures.record(sample.latency_us);
             }
-            Outcome::Failed(kind) => snap.errors[kind as usize] += 1,
+            Outcome::Failed(kind) => {
+                snap.errors[kind as usize] += 1;
+                snap.failures.record(sample.latency_us);
+            }
         }
+    }
+
+    /// Open model: how long after its intended time a request went out, and
+    /// whether its ticket had waited for a free connection.
+    pub fn record_send_delay(&mut self, delay: std::time::Duration, queued: bool) {
+        let us = delay.as_micros() as u64;
+        let pacing = &mut self.current.pacing;
+        pacing.sent += 1;
+        pacing.max_delay_us = pacing.max_delay_us.max(us);
+        if us >= LATE_US {
+            pacing.late += 1;
+            pacing.late_waiting_for_connection += u64::from(queued);
+        }
+    }
+
+    /// Open model: how late the pacer woke for a ticket.
+    pub fn record_pacer_lag(&mut self, lag: std::time::Duration) {
+        self.current.pacing.pacer_lag.record(lag.as_micros() as u64);
     }
 
     /// Keeps the first message of each error kind per interval; later
@@ -177,6 +273,7 @@ mod tests {
     fn ok(latency_us: u64) -> Sample {
         Sample {
             latency_us,
+            service_us: latency_us,
             bytes: 10,
             outcome: Outcome::Ok { status: 200 },
         }
@@ -189,6 +286,7 @@ mod tests {
         rec.record(&ok(300));
         rec.record(&Sample {
             latency_us: 5,
+            service_us: 5,
             bytes: 0,
             outcome: Outcome::Failed(ErrorKind::Timeout),
         });
@@ -197,11 +295,11 @@ mod tests {
         assert_eq!(snap.ok, 2);
         assert_eq!(snap.errors[ErrorKind::Timeout as usize], 1);
         assert_eq!(
-            snap.latency.len(),
+            snap.latency.hist.len(),
             2,
             "failures stay out of the latency histogram"
         );
-        assert_eq!((snap.min_us, snap.max_us), (100, 300));
+        assert_eq!((snap.latency.min_us, snap.latency.max_us), (100, 300));
         assert_eq!(rec.take().requests, 0, "take leaves an empty recorder behind");
     }
 
@@ -210,6 +308,7 @@ mod tests {
         let mut rec = Recorder::default();
         rec.record(&Sample {
             latency_us: 10,
+            service_us: 10,
             bytes: 50,
             outcome: Outcome::BadStatus { status: 500 },
         });
@@ -235,7 +334,7 @@ mod tests {
         total += &b.take();
         assert_eq!(total.requests, 3);
         assert_eq!(total.bytes, 30);
-        assert_eq!(total.latency.len(), 3);
+        assert_eq!(total.latency.hist.len(), 3);
         assert_eq!(total.status[200], 3);
         assert_eq!(
             total.error_examples[ErrorKind::Reset as usize].as_deref(),
@@ -244,11 +343,27 @@ mod tests {
     }
 
     #[test]
+    fn pacing_separates_late_sends() {
+        let mut rec = Recorder::default();
+        rec.record_send_delay(std::time::Duration::from_micros(200), false);
+        rec.record_send_delay(std::time::Duration::from_millis(5), true);
+        rec.record_send_delay(std::time::Duration::from_millis(2), false);
+        rec.record_pacer_lag(std::time::Duration::from_micros(30));
+        let pacing = rec.take().pacing;
+        assert_eq!(
+            (pacing.sent, pacing.late, pacing.late_waiting_for_connection),
+            (3, 2, 1)
+        );
+        assert_eq!(pacing.max_delay_us, 5000);
+        assert_eq!(pacing.pacer_lag.max_us, 30);
+    }
+
+    #[test]
     fn huge_latencies_are_clamped_not_lost() {
         let mut rec = Recorder::default();
         rec.record(&ok(u64::MAX / 2));
         let snap = rec.take();
-        assert_eq!(snap.latency.len(), 1);
-        assert!(snap.latency.max() >= LATENCY_MAX_US / 2);
+        assert_eq!(snap.latency.hist.len(), 1);
+        assert_eq!(snap.latency.max_us, LATENCY_MAX_US);
     }
 }

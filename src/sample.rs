@@ -142,8 +142,11 @@ pub enum Outcome {
 /// One finished request: timings and outcome. `Copy`, no heap.
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {
-    /// From the (intended) send to the last byte of the response.
+    /// From the intended send (the actual send in the closed model) to the
+    /// last byte of the response.
     pub latency_us: u64,
+    /// From the actual send to the last byte of the response.
+    pub service_us: u64,
     /// Response bytes read (status line, headers and body).
     pub bytes: u64,
     pub outcome: Outcome,

@@ -44,6 +44,11 @@ impl Budget {
         Some(now)
     }
 
+    /// Whether the phase is over at `now` (count spent or deadline passed).
+    pub fn expired(&self, now: Instant) -> bool {
+        self.remaining.get() == 0 || self.deadline.is_some_and(|d| now >= d)
+    }
+
     /// Takes up to `max` requests at once (a pipelined round); returns the
     /// send time and how many were granted.
     #[inline]

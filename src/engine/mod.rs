@@ -5,16 +5,21 @@
 //! per-interval log); the engine itself prints nothing.
 
 pub mod budget;
+pub mod connection;
+pub mod feed;
+pub mod profile;
+pub mod timer;
 pub mod worker;
 
 use crate::collector::{Collector, SeriesRow};
 use crate::http1::RequestBytes;
 use crate::net::TlsSetup;
-use crate::plan::{Plan, StatusSet, Warmup};
+use crate::plan::{Plan, StatusSet, Warmup, share};
 use crate::recorder::Snapshot;
 use crate::sys::CpuTime;
 use crate::target::Target;
 use budget::Limit;
+use profile::LoadProfile;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier, OnceLock};
@@ -31,6 +36,36 @@ pub enum EngineError {
     Worker(String),
 }
 
+/// Closed (connections) or open (arrival rate) load, as the workers need it.
+#[derive(Clone, Debug)]
+pub enum LoadModel {
+    /// Each connection sends as soon as its previous response is back;
+    /// `ramp` (from `--stages`) limits how many connections may send.
+    Closed { ramp: Option<LoadProfile> },
+    /// Requests are due on a schedule of `rate` per second, or of `ramp`.
+    Open { rate: f64, ramp: Option<LoadProfile> },
+}
+
+impl LoadModel {
+    /// The load profile of the whole run, for the per-interval log.
+    pub fn profile(&self, connections: usize) -> LoadProfile {
+        match self {
+            LoadModel::Closed { ramp: Some(ramp) } | LoadModel::Open { ramp: Some(ramp), .. } => ramp.clone(),
+            LoadModel::Closed { ramp: None } => LoadProfile::constant(connections as f64),
+            LoadModel::Open { rate, ramp: None } => LoadProfile::constant(*rate),
+        }
+    }
+
+    /// The model of a plan.
+    pub fn of(plan: &Plan) -> LoadModel {
+        let ramp = plan.stages.clone().map(LoadProfile::ramp);
+        match plan.rate {
+            Some(rate) => LoadModel::Open { rate, ramp },
+            None => LoadModel::Closed { ramp },
+        }
+    }
+}
+
 /// What every worker of a run shares, read-only.
 pub struct Shared {
     pub target: Target,
@@ -40,6 +75,9 @@ pub struct Shared {
     pub connect_timeout: Duration,
     pub keepalive: bool,
     pub pipeline: u32,
+    pub model: LoadModel,
+    /// Whether requests have intended send times (the open model).
+    pub open_model: bool,
     pub tls: Option<TlsSetup>,
     pub interval: Duration,
     /// Set on Ctrl-C; workers poll it on a timer.
@@ -147,6 +185,8 @@ pub fn run(
         connect_timeout: plan.connect_timeout,
         keepalive: plan.keepalive,
         pipeline: plan.pipeline,
+        model: LoadModel::of(plan),
+        open_model: plan.rate.is_some(),
         tls,
         interval: plan.interval,
         stop,
@@ -163,9 +203,16 @@ pub fn run(
             },
             Warmup::Requests(n) => worker_limit(plan, id, Some(n), None),
         });
+        let connections = plan.connections_of(id);
+        let extra = plan
+            .max_connections
+            .map_or(0, |max| max.saturating_sub(plan.connections));
         let spec = WorkerSpec {
             id,
-            connections: plan.connections_of(id),
+            connections,
+            share: connections as f64 / plan.connections as f64,
+            phase: id as f64 / threads as f64,
+            may_add: share(extra as u64, threads, id) as usize,
             warmup,
             measured: worker_limit(plan, id, plan.requests, plan.duration),
         };
@@ -178,7 +225,7 @@ pub fn run(
     }
     drop(tx);
 
-    let mut collector = Collector::new(threads, plan.interval);
+    let mut collector = Collector::new(threads, plan.interval, shared.model.profile(plan.connections));
     let mut warmup: Option<PhaseSummary> = None;
     let mut warmups_left = if plan.warmup.is_some() { threads } else { 0 };
     let mut elapsed = Duration::ZERO;
@@ -256,7 +303,7 @@ mod tests {
     fn request_split_is_exact() {
         let args = crate::cli::RunArgs {
             urls: vec!["http://127.0.0.1:9/".into()],
-            connections: 7,
+            connections: Some(7),
             threads: Some(3),
             ..test_args()
         };

@@ -1,32 +1,38 @@
 //! One worker: an OS thread with its own current-thread runtime, owning its
 //! connections and its recorder.
 //!
-//! There is exactly one request loop ([`connection_loop`]); phases (warm-up,
-//! measured) differ only in the [`Budget`] they hand it. Nothing on the
-//! per-request path locks, allocates or touches another thread: the recorder
-//! sits in a `RefCell` on this thread and is swapped out once per interval.
+//! Phases (warm-up, measured) differ only in the [`Feed`] they hand the one
+//! request loop in [`super::connection`]. Nothing on the per-request path
+//! locks, allocates or touches another thread: the recorder sits in a
+//! `RefCell` on this thread and is swapped out once per interval.
 
 use super::budget::{Budget, Limit};
-use super::{Shared, WorkerMsg};
-use crate::http1::{BodySink, ResponseReader};
-use crate::net::{Connector, Stream};
+use super::connection::{Slot, WorkerCtx, drive};
+use super::feed::{ClosedFeed, Feed, OpenFeed};
+use super::profile::LoadProfile;
+use super::{LoadModel, Shared, WorkerMsg};
+use crate::http1::BodySink;
+use crate::net::Connector;
 use crate::recorder::Recorder;
-use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
 use crate::sys::thread_cpu;
-use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWriteExt;
 
 /// What one worker is asked to do.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct WorkerSpec {
     pub id: usize,
+    /// Connections this worker opens (at the peak of a ramp).
     pub connections: usize,
+    /// This worker's share of the load (connections or rate).
+    pub share: f64,
+    /// Worker `id`'s offset in the open model's schedule, in [0, 1).
+    pub phase: f64,
+    /// More connections the open model may add when all are busy.
+    pub may_add: usize,
     pub warmup: Option<Limit>,
     pub measured: Limit,
 }
@@ -35,22 +41,33 @@ pub struct WorkerSpec {
 /// timer keeps the flag off the per-request path.
 const STOP_POLL: Duration = Duration::from_millis(20);
 
-/// One connection's state, reused across requests.
-#[derive(Default)]
-struct Slot {
-    stream: Option<Stream>,
-    reader: ResponseReader,
-    /// Set while a request is on the wire; a slot left busy (its request was
-    /// cancelled at the deadline) is reconnected before reuse.
-    busy: bool,
-}
-
-/// The worker's view of the run, borrowed by every connection loop.
-struct WorkerCtx {
-    shared: Arc<Shared>,
-    connector: Connector,
-    recorder: RefCell<Recorder>,
-    sink: BodySink,
+/// Builds a phase's feed for this worker.
+fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, ramped: bool) -> Feed {
+    let deadline = limit.duration.map(|d| start + d);
+    match &shared.model {
+        LoadModel::Closed { ramp } => Feed::Closed(ClosedFeed {
+            budget: Budget::new(limit.requests, deadline),
+            pipeline: shared.pipeline,
+            ramp: ramp
+                .as_ref()
+                .filter(|_| ramped)
+                .map(|r| (r.scaled(spec.share), start)),
+        }),
+        LoadModel::Open { rate, ramp } => {
+            let profile = match ramp.as_ref().filter(|_| ramped) {
+                Some(ramp) => ramp.scaled(spec.share),
+                None => LoadProfile::constant(rate * spec.share),
+            };
+            Feed::Open(OpenFeed::new(
+                profile,
+                spec.phase,
+                start,
+                limit.requests,
+                deadline,
+                spec.may_add,
+            ))
+        }
+    }
 }
 
 /// Runs a worker to completion on the calling thread, reporting through `tx`.
@@ -63,6 +80,8 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
             return;
         }
     };
+    // Feeds register their timer with this runtime's reactor.
+    let _entered = runtime.enter();
     let ctx = WorkerCtx {
         connector: Connector::new(&shared.target, shared.tls.clone(), shared.connect_timeout),
         shared,
@@ -73,13 +92,15 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
 
     if let Some(limit) = spec.warmup {
         let began = Instant::now();
-        let budget = Budget::new(limit.requests, limit.duration.map(|d| began + d));
-        runtime.block_on(async {
+        // The warm-up runs at the plain load (no ramp).
+        let feed = feed_for(&ctx.shared, &spec, &limit, began, false);
+        slots = runtime.block_on(async {
             // At the warm-up's end no new request starts but those in flight
             // finish, so the connections stay usable for the measured phase.
             tokio::select! {
-                _ = drive(&ctx, &mut slots, &budget) => {}
-                _ = stop_requested(&ctx) => {}
+                slots = drive(&ctx, slots, &feed) => slots,
+                _ = forever(feed.pace(&ctx.recorder)) => unreachable!(),
+                _ = stop_requested(&ctx) => Vec::new(),
             }
         });
         let snapshot = ctx.recorder.borrow_mut().take();
@@ -94,7 +115,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
     let start = *ctx.shared.start.get_or_init(Instant::now);
     let cpu_before = thread_cpu();
     let deadline = spec.measured.duration.map(|d| start + d);
-    let budget = Budget::new(spec.measured.requests, deadline);
+    let feed = feed_for(&ctx.shared, &spec, &spec.measured, start, true);
     let next_index = Cell::new(0u64);
     runtime.block_on(async {
         // `biased`: when the deadline and an interval tick fall due together,
@@ -103,7 +124,8 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
             biased;
             _ = sleep_until(deadline) => {}
             _ = stop_requested(&ctx) => {}
-            _ = drive(&ctx, &mut slots, &budget) => {}
+            _ = drive(&ctx, slots, &feed) => {}
+            _ = forever(feed.pace(&ctx.recorder)) => {}
             _ = tick(&ctx, spec.id, start, &next_index, &tx) => {}
         }
     });
@@ -118,6 +140,13 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
         elapsed,
         cpu,
     });
+}
+
+/// Runs `work`, then waits forever: the pacer finishing must not end the
+/// phase, the connections draining its tickets do.
+async fn forever(work: impl std::future::Future<Output = ()>) {
+    work.await;
+    std::future::pending::<()>().await;
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -154,140 +183,4 @@ async fn tick(
         });
         next_index.set(index + 1);
     }
-}
-
-/// A connection loop yields to the runtime after this many requests, so
-/// one that never waits (a refused connect on loopback fails at once) cannot
-/// starve the interval ticker, the deadline or the stop flag.
-const YIELD_EVERY: u32 = 32;
-
-/// Runs every connection's loop until the budget is spent.
-///
-/// The loops run outside tokio's cooperative budget: the budget belongs to
-/// the one task polling all of them, so with thousands of connections it ran
-/// out after 128 operations and every other ready connection was polled,
-/// refused and re-woken in vain (10,000 connections: 45k req/s and most
-/// connections starved; without the budget 137k req/s). [`YIELD_EVERY`]
-/// keeps the fairness the budget gave.
-async fn drive(ctx: &WorkerCtx, slots: &mut [Slot], budget: &Budget) {
-    let mut loops: FuturesUnordered<_> = slots
-        .iter_mut()
-        .map(|slot| connection_loop(ctx, slot, budget))
-        .collect();
-    tokio::task::coop::unconstrained(async { while loops.next().await.is_some() {} }).await
-}
-
-/// The one request loop: send, read, record, until the budget says stop.
-/// Each round sends up to `--pipeline` requests in one write (one without
-/// pipelining) and reads their responses in order.
-async fn connection_loop(ctx: &WorkerCtx, slot: &mut Slot, budget: &Budget) {
-    let mut since_yield = 0u32;
-    while let Some((sent_at, count)) = budget.take_batch(ctx.shared.pipeline) {
-        since_yield += count;
-        if since_yield >= YIELD_EVERY {
-            since_yield = 0;
-            tokio::task::yield_now().await;
-        }
-        exchange(ctx, slot, sent_at, count).await;
-    }
-}
-
-/// One round on a connection: connect if needed, write `count` requests at
-/// once, read as many responses in order, recording each. Every response
-/// must be complete within the request timeout of the round's send.
-async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, sent_at: Instant, count: u32) {
-    let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.timeout);
-    let timed_out = || RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(ctx.shared.timeout));
-    let send = async {
-        if slot.busy || slot.stream.is_none() {
-            slot.stream = None;
-            slot.stream = Some(ctx.connector.connect().await?);
-            slot.reader.clear();
-        }
-        slot.busy = true;
-        let stream = slot.stream.as_mut().expect("connected just above");
-        let bytes = &ctx.shared.request;
-        stream
-            .write_all(bytes.repeat_slice(count))
-            .await
-            .map_err(RequestError::from_io)
-    };
-    let sent = tokio::time::timeout_at(deadline, send)
-        .await
-        .unwrap_or_else(|_| Err(timed_out()));
-    if let Err(err) = sent {
-        slot.stream = None;
-        fail(ctx, &err, sent_at, count);
-        return;
-    }
-    for answered in 0..count {
-        let stream = slot.stream.as_mut().expect("connected above");
-        let read = slot
-            .reader
-            .read_response(stream, &ctx.sink, ctx.shared.request.is_head);
-        let head = match tokio::time::timeout_at(deadline, read)
-            .await
-            .unwrap_or_else(|_| Err(timed_out()))
-        {
-            Ok(head) => head,
-            Err(err) => {
-                // This request and every later one of the round are lost.
-                slot.stream = None;
-                fail(ctx, &err, sent_at, count - answered);
-                return;
-            }
-        };
-        let sample = Sample {
-            latency_us: micros_since(sent_at),
-            bytes: head.bytes,
-            outcome: classify(ctx, head.status),
-        };
-        ctx.recorder.borrow_mut().record(&sample);
-        if head.close || !ctx.shared.keepalive {
-            slot.stream = None;
-            let unanswered = count - answered - 1;
-            if unanswered > 0 {
-                let err = RequestError::new(
-                    ErrorKind::Reset,
-                    ErrorDetail::Static(
-                        "the server closed the connection with pipelined requests unanswered",
-                    ),
-                );
-                fail(ctx, &err, sent_at, unanswered);
-            }
-            return;
-        }
-    }
-    slot.busy = false;
-}
-
-fn micros_since(start: Instant) -> u64 {
-    start.elapsed().as_micros() as u64
-}
-
-/// Records `count` requests failed with `err`, keeping it as an example.
-fn fail(ctx: &WorkerCtx, err: &RequestError, sent_at: Instant, count: u32) {
-    let mut recorder = ctx.recorder.borrow_mut();
-    if recorder.wants_example(err.kind) {
-        recorder.note_error(err);
-    }
-    let sample = Sample {
-        latency_us: micros_since(sent_at),
-        bytes: 0,
-        outcome: Outcome::Failed(err.kind),
-    };
-    for _ in 0..count {
-        recorder.record(&sample);
-    }
-}
-
-fn classify(ctx: &WorkerCtx, status: u16) -> Outcome {
-    if ctx.shared.success.contains(status) {
-        return Outcome::Ok { status };
-    }
-    let mut recorder = ctx.recorder.borrow_mut();
-    if recorder.wants_example(ErrorKind::Status) {
-        recorder.note_error(&RequestError::new(ErrorKind::Status, ErrorDetail::Status(status)));
-    }
-    Outcome::BadStatus { status }
 }

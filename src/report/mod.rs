@@ -11,7 +11,7 @@ pub mod text;
 use crate::collector::{SeriesRow, us_to_ms};
 use crate::engine::{PhaseSummary, RunResult};
 use crate::plan::Plan;
-use crate::recorder::Snapshot;
+use crate::recorder::{Pacing, Snapshot, Timings};
 use crate::sys::CpuTime;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -73,7 +73,14 @@ pub struct Summary {
     pub rps: f64,
     pub bytes: u64,
     pub bytes_per_s: f64,
+    /// From the intended send time (the actual send in the closed model).
     pub latency_ms: Latency,
+    /// From the actual send: what the server took, queueing excluded.
+    pub service_ms: Latency,
+    /// How long failed requests took (from the intended send).
+    pub failures_ms: Latency,
+    /// Open model only.
+    pub schedule: Option<Schedule>,
     pub status: BTreeMap<String, u64>,
     pub errors_by_kind: BTreeMap<String, u64>,
     /// One example message per error kind.
@@ -123,16 +130,15 @@ pub struct ToolCpu {
 }
 
 impl Latency {
-    pub fn from_snapshot(snap: &Snapshot) -> Latency {
-        let h = &snap.latency;
-        if h.is_empty() {
+    pub fn from_timings(t: &Timings) -> Latency {
+        if t.is_empty() {
             return Latency::default();
         }
-        let q = |quantile: f64| us_to_ms(snap.quantile_us(quantile));
+        let q = |quantile: f64| us_to_ms(t.quantile_us(quantile));
         Latency {
-            min: us_to_ms(snap.min_us),
-            mean: h.mean() / 1000.0,
-            stdev: h.stdev() / 1000.0,
+            min: us_to_ms(t.min_us),
+            mean: t.hist.mean() / 1000.0,
+            stdev: t.hist.stdev() / 1000.0,
             p50: q(0.50),
             p75: q(0.75),
             p90: q(0.90),
@@ -140,7 +146,39 @@ impl Latency {
             p99: q(0.99),
             p999: q(0.999),
             p9999: q(0.9999),
-            max: us_to_ms(snap.max_us),
+            max: us_to_ms(t.max_us),
+        }
+    }
+}
+
+/// Open model: how well the schedule held.
+#[derive(Debug, Serialize)]
+pub struct Schedule {
+    /// Requests sent on the schedule.
+    pub sent: u64,
+    /// Sent 1 ms or more after their intended time.
+    pub late: u64,
+    /// Of the late ones, those that had waited for a free connection (the
+    /// rest were late because the tool itself was).
+    pub late_waiting_for_connection: u64,
+    /// The largest delay from intended to actual send.
+    pub max_delay_ms: f64,
+    /// How late the pacer woke for its tickets: the tool's own lag.
+    pub tool_lag_p50_ms: f64,
+    pub tool_lag_p99_ms: f64,
+    pub tool_lag_max_ms: f64,
+}
+
+impl Schedule {
+    fn from_pacing(p: &Pacing) -> Schedule {
+        Schedule {
+            sent: p.sent,
+            late: p.late,
+            late_waiting_for_connection: p.late_waiting_for_connection,
+            max_delay_ms: us_to_ms(p.max_delay_us),
+            tool_lag_p50_ms: us_to_ms(p.pacer_lag.quantile_us(0.5)),
+            tool_lag_p99_ms: us_to_ms(p.pacer_lag.quantile_us(0.99)),
+            tool_lag_max_ms: us_to_ms(p.pacer_lag.max_us),
         }
     }
 }
@@ -163,8 +201,9 @@ fn format_ms(d: Duration) -> String {
 pub fn distribution(snap: &Snapshot, thresholds: &[Duration]) -> Vec<Bucket> {
     let bounds_us: Vec<u64> = thresholds.iter().map(|t| t.as_micros() as u64).collect();
     let mut counts = vec![0u64; bounds_us.len() + 1];
-    for value in snap.latency.iter_recorded() {
-        let v = snap.latency.highest_equivalent(value.value_iterated_to());
+    let hist = &snap.latency.hist;
+    for value in hist.iter_recorded() {
+        let v = hist.highest_equivalent(value.value_iterated_to());
         let slot = bounds_us.iter().position(|b| v < *b).unwrap_or(bounds_us.len());
         counts[slot] += value.count_since_last_iteration();
     }
@@ -246,7 +285,10 @@ impl Summary {
             rps: rate(snap.requests, elapsed),
             bytes: snap.bytes,
             bytes_per_s: rate(snap.bytes, elapsed),
-            latency_ms: Latency::from_snapshot(snap),
+            latency_ms: Latency::from_timings(&snap.latency),
+            service_ms: Latency::from_timings(&snap.service),
+            failures_ms: Latency::from_timings(&snap.failures),
+            schedule: (snap.pacing.sent > 0).then(|| Schedule::from_pacing(&snap.pacing)),
             status: snap
                 .status_counts()
                 .map(|(code, n)| (code.to_string(), n))
@@ -278,7 +320,7 @@ impl RunReport {
                 &plan.buckets,
             ),
             series: result.series.clone(),
-            histogram: histogram::encode(&result.total.latency),
+            histogram: histogram::encode(&result.total.latency.hist),
             interrupted: result.interrupted,
         }
     }
@@ -317,12 +359,14 @@ mod tests {
         for ms in [10, 799, 800, 1199, 1200, 5000] {
             rec.record(&Sample {
                 latency_us: ms * 1000,
+                service_us: ms * 1000,
                 bytes: 0,
                 outcome: Outcome::Ok { status: 200 },
             });
         }
         rec.record(&Sample {
             latency_us: 1,
+            service_us: 1,
             bytes: 0,
             outcome: Outcome::Failed(ErrorKind::Reset),
         });
@@ -345,11 +389,12 @@ mod tests {
         for us in [1000, 2000, 3000] {
             rec.record(&Sample {
                 latency_us: us,
+                service_us: us,
                 bytes: 0,
                 outcome: Outcome::Ok { status: 200 },
             });
         }
-        let lat = Latency::from_snapshot(&rec.take());
+        let lat = Latency::from_timings(&rec.take().latency);
         assert_eq!((lat.min, lat.p50, lat.max), (1.0, 2.0, 3.0));
         assert!((lat.mean - 2.0).abs() < 0.01);
     }

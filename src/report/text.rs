@@ -54,16 +54,17 @@ pub fn ms(value: f64) -> String {
 /// The header of the per-interval log.
 pub fn log_header() -> String {
     format!(
-        "{:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
-        "time s", "req/s", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms"
+        "{:>9} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "time s", "target", "req/s", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms"
     )
 }
 
 /// One row of the per-interval log.
 pub fn log_row(row: &SeriesRow) -> String {
     format!(
-        "{:>9.3} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "{:>9.3} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
         row.t_s,
+        thousands(row.target.round() as u64),
         thousands(row.rps.round() as u64),
         thousands(row.errors),
         ms(row.p50),
@@ -91,12 +92,37 @@ pub fn run_banner(report: &Report, url: &str) -> String {
     } else {
         "new connection per request"
     };
+    let load = match (plan.rate, &plan.stages) {
+        (Some(_), Some(stages)) => format!(
+            "req/s ramped through {}, {} connections",
+            stage_list(stages),
+            plan.connections
+        ),
+        (Some(rate), None) => format!(
+            "{} req/s on {} connections",
+            thousands(rate.round() as u64),
+            plan.connections
+        ),
+        (None, Some(stages)) => format!("connections ramped through {}", stage_list(stages)),
+        (None, None) => format!("{} connections", thousands(plan.connections as u64)),
+    };
+    let growth = plan
+        .max_connections
+        .map(|m| format!(" (up to {m})"))
+        .unwrap_or_default();
     format!(
-        "volley {url}\n  {} connections on {} threads, {stop}, {} {mode}",
-        thousands(plan.connections as u64),
-        plan.threads,
-        plan.method
+        "volley {url}\n  {load}{growth} on {} threads, {stop}, {} {mode}",
+        plan.threads, plan.method
     )
+}
+
+/// `10s:100,30s:100` as written.
+fn stage_list(stages: &[crate::engine::profile::Stage]) -> String {
+    stages
+        .iter()
+        .map(|s| format!("{}:{}", humantime::format_duration(s.duration), s.target))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The warm-up's own line.
@@ -134,7 +160,15 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
         bytes_rate(s.bytes_per_s)
     );
     let l = &s.latency_ms;
-    let _ = writeln!(out, "latency (ms, successful requests)");
+    let _ = writeln!(
+        out,
+        "latency (ms, successful requests{})",
+        if s.schedule.is_some() {
+            ", from the intended send time"
+        } else {
+            ""
+        }
+    );
     let _ = writeln!(
         out,
         "  min {}   mean {}   stdev {}   max {}",
@@ -169,6 +203,33 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
             let v = hist.value_at_quantile(q) as f64 / 1000.0;
             let _ = writeln!(out, "    {:>9.5}%  {}", q * 100.0, ms(v));
         }
+    }
+    if let Some(schedule) = &s.schedule {
+        let sv = &s.service_ms;
+        let _ = writeln!(out, "service time (ms, from the actual send; queueing excluded)");
+        let _ = writeln!(
+            out,
+            "  p50 {}   p90 {}   p99 {}   max {}",
+            ms(sv.p50),
+            ms(sv.p90),
+            ms(sv.p99),
+            ms(sv.max)
+        );
+        let _ = writeln!(
+            out,
+            "schedule: {} sent, {} late by 1 ms or more ({} waiting for a free connection), max delay {} ms",
+            thousands(schedule.sent),
+            thousands(schedule.late),
+            thousands(schedule.late_waiting_for_connection),
+            ms(schedule.max_delay_ms)
+        );
+        let _ = writeln!(
+            out,
+            "  tool lag (pacer wake-up): p50 {} ms, p99 {} ms, max {} ms",
+            ms(schedule.tool_lag_p50_ms),
+            ms(schedule.tool_lag_p99_ms),
+            ms(schedule.tool_lag_max_ms)
+        );
     }
     if !s.status.is_empty() {
         let _ = writeln!(out, "status codes");

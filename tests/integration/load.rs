@@ -1,0 +1,217 @@
+//! Load models end to end: a fixed arrival rate (with latency from the
+//! intended send time), ramps and a growing connection pool. Every run is
+//! bounded by a duration and goes to the embedded target on 127.0.0.1.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use volley::server::{ServerHandle, ServerOptions, spawn};
+
+fn target_with(max_inflight: Option<usize>) -> ServerHandle {
+    spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        max_inflight,
+    })
+    .expect("embedded target starts")
+}
+
+fn url(server: &ServerHandle, path: &str) -> String {
+    format!("http://{}{path}", server.addr())
+}
+
+/// Runs volley with `--output` and returns its output and report.
+fn volley_json(args: &[&str]) -> (Output, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .args(["--output", path.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("no report: {}", String::from_utf8_lossy(&out.stderr)));
+    (out, serde_json::from_str(&text).unwrap())
+}
+
+fn summary(report: &Value) -> &Value {
+    &report["runs"][0]["summary"]
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn fixed_rate_holds_its_count_and_schedule() {
+    let server = target_with(None);
+    let (out, report) = volley_json(&["run", "-R", "2000", "-d", "5s", &url(&server, "/hi")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = summary(&report);
+    let sent = f(&s["requests"]);
+    assert!((sent - 10_000.0).abs() <= 100.0, "2000 req/s for 5 s sent {sent}");
+    let schedule = &s["schedule"];
+    assert!(f(&schedule["tool_lag_p50_ms"]) < 0.5, "pacer lag {schedule}");
+    for row in report["runs"][0]["series"].as_array().unwrap() {
+        assert_eq!(f(&row["target"]), 2000.0);
+        assert!((f(&row["rps"]) - 2000.0).abs() < 100.0, "{row}");
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("service time") && text.contains("tool lag"),
+        "{text}"
+    );
+}
+
+/// A 1 s stall of the target during a 10 s run at 1000 req/s: latency from
+/// the intended send time shows it, the service time mostly does not.
+#[test]
+fn a_stall_shows_in_latency_from_the_intended_time() {
+    let server = target_with(None);
+    let addr = server.addr();
+    let staller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(4));
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        stream
+            .write_all(b"GET /pause/1000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+    });
+    let (out, report) = volley_json(&["run", "-R", "1000", "-d", "10s", &url(&server, "/hi")]);
+    staller.join().unwrap();
+    assert!(out.status.success());
+    let s = summary(&report);
+    let (p50, p99) = (f(&s["latency_ms"]["p50"]), f(&s["latency_ms"]["p99"]));
+    let service_p99 = f(&s["service_ms"]["p99"]);
+    assert!(p99 >= 800.0, "p99 from the intended time {p99} ms");
+    assert!(p50 < 5.0, "p50 stays near the unloaded latency: {p50} ms");
+    assert!(
+        service_p99 < p99 / 4.0,
+        "service p99 {service_p99} ms vs {p99} ms"
+    );
+    let schedule = &s["schedule"];
+    assert!(f(&schedule["late"]) >= 500.0, "{schedule}");
+    assert!(f(&schedule["late_waiting_for_connection"]) > 0.0, "{schedule}");
+}
+
+#[test]
+fn closed_stages_ramp_the_connections() {
+    let server = target_with(None);
+    let (out, report) = volley_json(&[
+        "run",
+        "--stages",
+        "1s:20,1s:20",
+        "--interval",
+        "500ms",
+        &url(&server, "/sleep/10"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = report["runs"][0]["series"].as_array().unwrap();
+    let targets: Vec<f64> = rows.iter().map(|r| f(&r["target"])).collect();
+    assert_eq!(&targets[..4], &[10.0, 20.0, 20.0, 20.0], "{targets:?}");
+    let first = f(&rows[0]["rps"]);
+    let last = f(&rows[3]["rps"]);
+    // Half-way up the ramp about a quarter of the connections are busy on
+    // average; at the top all 20 are (about 1,800 req/s on 10 ms).
+    assert!(last > 2.0 * first, "rps {first} then {last}");
+    assert!(last > 1200.0, "{last}");
+    assert_eq!(server.stats().connections_accepted, 20);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("target"));
+}
+
+#[test]
+fn open_stages_ramp_the_rate() {
+    let server = target_with(None);
+    let (out, report) = volley_json(&[
+        "run",
+        "-R",
+        "--stages",
+        "1s:1000,1s:1000",
+        "--interval",
+        "500ms",
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // 0 -> 1000 req/s over 1 s sends 500; then 1000 more.
+    let sent = f(&summary(&report)["requests"]);
+    assert!((sent - 1500.0).abs() <= 20.0, "{sent}");
+    let rows = report["runs"][0]["series"].as_array().unwrap();
+    let rps: Vec<f64> = rows.iter().map(|r| f(&r["rps"])).collect();
+    // The first half second averages 250 req/s, the second 750, then 1000.
+    assert!(
+        (rps[0] - 250.0).abs() < 40.0 && (rps[1] - 750.0).abs() < 60.0,
+        "{rps:?}"
+    );
+    assert!((rps[2] - 1000.0).abs() < 60.0, "{rps:?}");
+}
+
+#[test]
+fn max_connections_grows_the_pool_instead_of_queueing() {
+    let server = target_with(None);
+    // 2 connections on a 20 ms endpoint carry 100 req/s; 400 needs about 8.
+    let (out, report) = volley_json(&[
+        "run",
+        "-R",
+        "400",
+        "-c",
+        "2",
+        "--max-connections",
+        "30",
+        "-d",
+        "2s",
+        &url(&server, "/sleep/20"),
+    ]);
+    assert!(out.status.success());
+    let s = summary(&report);
+    assert!((f(&s["rps"]) - 400.0).abs() < 30.0, "{s}");
+    assert!(f(&s["latency_ms"]["p90"]) < 60.0, "{s}");
+    let opened = server.stats().connections_accepted;
+    assert!((6..=30).contains(&opened), "opened {opened} connections");
+
+    // Without room to grow, requests queue for the 2 connections.
+    let (_, report) = volley_json(&[
+        "run",
+        "-R",
+        "400",
+        "-c",
+        "2",
+        "-d",
+        "2s",
+        &url(&server, "/sleep/20"),
+    ]);
+    let s = summary(&report);
+    assert!(f(&s["schedule"]["late_waiting_for_connection"]) > 100.0, "{s}");
+    assert!(
+        f(&s["latency_ms"]["p90"]) > 200.0,
+        "queueing shows in latency: {s}"
+    );
+}
+
+#[test]
+fn load_model_usage_errors() {
+    for (args, needle) in [
+        (vec!["run", "-R", "100", "--pipeline", "4"], "--pipeline"),
+        (vec!["run", "--max-connections", "10"], "--max-connections"),
+        (vec!["run", "-R", "100", "--stages", "1s:10"], "--stages"),
+        (vec!["run", "--stages", "1s:10", "-d", "5s"], "duration"),
+        (vec!["run", "--stages", "1s:x"], "invalid stage"),
+        (
+            vec!["run", "-R", "100", "-c", "10", "--max-connections", "5"],
+            "below",
+        ),
+    ] {
+        let mut all = args.clone();
+        all.push("http://127.0.0.1:1/");
+        let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args(&all)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{all:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{all:?}: {err}");
+    }
+}
