@@ -2,60 +2,24 @@
 //! intended send time), ramps and a growing connection pool. Every run is
 //! bounded by a duration and goes to the embedded target on 127.0.0.1.
 
-use serde_json::Value;
+use super::support::{num, summary, target, url, volley_json};
 use std::io::{Read, Write};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::Duration;
-use volley::server::{ServerHandle, ServerOptions, spawn};
-
-fn target_with(max_inflight: Option<usize>) -> ServerHandle {
-    spawn(ServerOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        max_inflight,
-    })
-    .expect("embedded target starts")
-}
-
-fn url(server: &ServerHandle, path: &str) -> String {
-    format!("http://{}{path}", server.addr())
-}
-
-/// Runs volley with `--output` and returns its output and report.
-fn volley_json(args: &[&str]) -> (Output, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("report.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(args)
-        .args(["--output", path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("no report: {}", String::from_utf8_lossy(&out.stderr)));
-    (out, serde_json::from_str(&text).unwrap())
-}
-
-fn summary(report: &Value) -> &Value {
-    &report["runs"][0]["summary"]
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
 
 #[test]
 fn fixed_rate_holds_its_count_and_schedule() {
-    let server = target_with(None);
+    let server = target();
     let (out, report) = volley_json(&["run", "-R", "2000", "-d", "5s", &url(&server, "/hi")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s = summary(&report);
-    let sent = f(&s["requests"]);
+    let sent = num(&s["requests"]);
     assert!((sent - 10_000.0).abs() <= 100.0, "2000 req/s for 5 s sent {sent}");
     let schedule = &s["schedule"];
-    assert!(f(&schedule["tool_lag_p50_ms"]) < 0.5, "pacer lag {schedule}");
+    assert!(num(&schedule["tool_lag_p50_ms"]) < 0.5, "pacer lag {schedule}");
     for row in report["runs"][0]["series"].as_array().unwrap() {
-        assert_eq!(f(&row["target"]), 2000.0);
-        assert!((f(&row["rps"]) - 2000.0).abs() < 100.0, "{row}");
+        assert_eq!(num(&row["target"]), 2000.0);
+        assert!((num(&row["rps"]) - 2000.0).abs() < 100.0, "{row}");
     }
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -68,7 +32,7 @@ fn fixed_rate_holds_its_count_and_schedule() {
 /// the intended send time shows it, the service time mostly does not.
 #[test]
 fn a_stall_shows_in_latency_from_the_intended_time() {
-    let server = target_with(None);
+    let server = target();
     let addr = server.addr();
     let staller = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(4));
@@ -84,8 +48,8 @@ fn a_stall_shows_in_latency_from_the_intended_time() {
     staller.join().unwrap();
     assert!(out.status.success());
     let s = summary(&report);
-    let (p50, p99) = (f(&s["latency_ms"]["p50"]), f(&s["latency_ms"]["p99"]));
-    let service_p99 = f(&s["service_ms"]["p99"]);
+    let (p50, p99) = (num(&s["latency_ms"]["p50"]), num(&s["latency_ms"]["p99"]));
+    let service_p99 = num(&s["service_ms"]["p99"]);
     assert!(p99 >= 800.0, "p99 from the intended time {p99} ms");
     assert!(p50 < 5.0, "p50 stays near the unloaded latency: {p50} ms");
     assert!(
@@ -93,13 +57,13 @@ fn a_stall_shows_in_latency_from_the_intended_time() {
         "service p99 {service_p99} ms vs {p99} ms"
     );
     let schedule = &s["schedule"];
-    assert!(f(&schedule["late"]) >= 500.0, "{schedule}");
-    assert!(f(&schedule["late_waiting_for_connection"]) > 0.0, "{schedule}");
+    assert!(num(&schedule["late"]) >= 500.0, "{schedule}");
+    assert!(num(&schedule["late_waiting_for_connection"]) > 0.0, "{schedule}");
 }
 
 #[test]
 fn closed_stages_ramp_the_connections() {
-    let server = target_with(None);
+    let server = target();
     let (out, report) = volley_json(&[
         "run",
         "--stages",
@@ -110,10 +74,10 @@ fn closed_stages_ramp_the_connections() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows = report["runs"][0]["series"].as_array().unwrap();
-    let targets: Vec<f64> = rows.iter().map(|r| f(&r["target"])).collect();
+    let targets: Vec<f64> = rows.iter().map(|r| num(&r["target"])).collect();
     assert_eq!(&targets[..4], &[10.0, 20.0, 20.0, 20.0], "{targets:?}");
-    let first = f(&rows[0]["rps"]);
-    let last = f(&rows[3]["rps"]);
+    let first = num(&rows[0]["rps"]);
+    let last = num(&rows[3]["rps"]);
     // Half-way up the ramp about a quarter of the connections are busy on
     // average; at the top all 20 are (about 1,800 req/s on 10 ms).
     assert!(last > 2.0 * first, "rps {first} then {last}");
@@ -124,7 +88,7 @@ fn closed_stages_ramp_the_connections() {
 
 #[test]
 fn open_stages_ramp_the_rate() {
-    let server = target_with(None);
+    let server = target();
     let (out, report) = volley_json(&[
         "run",
         "-R",
@@ -136,10 +100,10 @@ fn open_stages_ramp_the_rate() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // 0 -> 1000 req/s over 1 s sends 500; then 1000 more.
-    let sent = f(&summary(&report)["requests"]);
+    let sent = num(&summary(&report)["requests"]);
     assert!((sent - 1500.0).abs() <= 20.0, "{sent}");
     let rows = report["runs"][0]["series"].as_array().unwrap();
-    let rps: Vec<f64> = rows.iter().map(|r| f(&r["rps"])).collect();
+    let rps: Vec<f64> = rows.iter().map(|r| num(&r["rps"])).collect();
     // The first half second averages 250 req/s, the second 750, then 1000.
     assert!(
         (rps[0] - 250.0).abs() < 40.0 && (rps[1] - 750.0).abs() < 60.0,
@@ -150,7 +114,7 @@ fn open_stages_ramp_the_rate() {
 
 #[test]
 fn max_connections_grows_the_pool_instead_of_queueing() {
-    let server = target_with(None);
+    let server = target();
     // 2 connections on a 20 ms endpoint carry 100 req/s; 400 needs about 8.
     let (out, report) = volley_json(&[
         "run",
@@ -166,8 +130,8 @@ fn max_connections_grows_the_pool_instead_of_queueing() {
     ]);
     assert!(out.status.success());
     let s = summary(&report);
-    assert!((f(&s["rps"]) - 400.0).abs() < 30.0, "{s}");
-    assert!(f(&s["latency_ms"]["p90"]) < 60.0, "{s}");
+    assert!((num(&s["rps"]) - 400.0).abs() < 30.0, "{s}");
+    assert!(num(&s["latency_ms"]["p90"]) < 60.0, "{s}");
     let opened = server.stats().connections_accepted;
     assert!((6..=30).contains(&opened), "opened {opened} connections");
 
@@ -183,9 +147,9 @@ fn max_connections_grows_the_pool_instead_of_queueing() {
         &url(&server, "/sleep/20"),
     ]);
     let s = summary(&report);
-    assert!(f(&s["schedule"]["late_waiting_for_connection"]) > 100.0, "{s}");
+    assert!(num(&s["schedule"]["late_waiting_for_connection"]) > 100.0, "{s}");
     assert!(
-        f(&s["latency_ms"]["p90"]) > 200.0,
+        num(&s["latency_ms"]["p90"]) > 200.0,
         "queueing shows in latency: {s}"
     );
 }

@@ -4,4 +4,5 @@
 mod load;
 mod run;
 mod server;
+mod support;
 mod tls;

@@ -2,76 +2,10 @@
 //! 127.0.0.1 port 0. Every run is bounded by a request count or a short
 //! duration, and by the harness timeout in `volley()`.
 
+use super::support::{read_report, stderr, stdout, summary, target, url, volley, volley_json};
 use serde_json::Value;
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use volley::server::{ServerHandle, ServerOptions, spawn};
-
-fn target() -> ServerHandle {
-    spawn(ServerOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    })
-    .expect("embedded target starts")
-}
-
-fn url(server: &ServerHandle, path: &str) -> String {
-    format!("http://{}{path}", server.addr())
-}
-
-/// Runs the binary to completion, killing it if it outlives `limit`.
-fn volley_with_limit(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("volley binary starts");
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > limit {
-            child.kill().unwrap();
-            panic!("volley {args:?} ran longer than {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn volley(args: &[&str]) -> Output {
-    volley_with_limit(args, Duration::from_secs(60))
-}
-
-/// Runs with `--output` and returns the process output and the parsed report.
-fn volley_json(args: &[&str]) -> (Output, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("report.json");
-    let mut all: Vec<&str> = args.to_vec();
-    let path_str = path.to_str().unwrap().to_string();
-    all.extend(["--output", &path_str]);
-    let out = volley(&all);
-    let report = read_report(&path);
-    (out, report)
-}
-
-fn read_report(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).expect("the JSON report was written");
-    serde_json::from_str(&text).expect("the JSON report parses")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn summary(report: &Value) -> &Value {
-    &report["runs"][0]["summary"]
-}
 
 fn assert_no_panic(out: &Output) {
     let err = stderr(out);

@@ -2,8 +2,8 @@
 //! from rcgen) on 127.0.0.1 answering every request with `ok`, to check that
 //! `--insecure` connects and that an untrusted certificate is a `tls` error.
 
+use super::support::volley_json;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls;
@@ -61,24 +61,11 @@ fn tls_server() -> SocketAddr {
     addr
 }
 
-fn run(args: &[&str]) -> (std::process::Output, serde_json::Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tls.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(args)
-        .args(["--output", path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let report = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    (out, report)
-}
-
 #[test]
 fn insecure_accepts_a_self_signed_certificate() {
     let addr = tls_server();
     let url = format!("https://localhost:{}/", addr.port());
-    let (out, report) = run(&[
+    let (out, report) = volley_json(&[
         "run",
         "-n",
         "200",
@@ -97,7 +84,7 @@ fn insecure_accepts_a_self_signed_certificate() {
 fn untrusted_certificate_is_a_tls_error() {
     let addr = tls_server();
     let url = format!("https://localhost:{}/", addr.port());
-    let (out, report) = run(&["run", "-n", "5", "-c", "1", "--timeout", "5s", &url]);
+    let (out, report) = volley_json(&["run", "-n", "5", "-c", "1", "--timeout", "5s", &url]);
     let summary = &report["runs"][0]["summary"];
     assert_eq!(summary["errors_by_kind"]["tls"], 5, "{summary}");
     let example = summary["error_examples"]["tls"].as_str().unwrap();

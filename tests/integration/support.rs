@@ -1,0 +1,92 @@
+//! Helpers the integration tests share: the embedded target on 127.0.0.1
+//! port 0, and the volley binary run with a time limit, its JSON report read
+//! back.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use volley::server::{ServerHandle, ServerOptions, spawn};
+
+/// No single invocation in these tests may run longer than this.
+const LIMIT: Duration = Duration::from_secs(90);
+
+pub fn target() -> ServerHandle {
+    target_with(None)
+}
+
+/// The embedded target, optionally handling at most `max_inflight` requests at once.
+pub fn target_with(max_inflight: Option<usize>) -> ServerHandle {
+    spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        max_inflight,
+    })
+    .expect("embedded target starts")
+}
+
+pub fn url(server: &ServerHandle, path: &str) -> String {
+    format!("http://{}{path}", server.addr())
+}
+
+/// Runs the binary to completion, killing it if it outlives the limit. The
+/// output is read while it runs, so a long report cannot fill the pipe.
+pub fn volley(args: &[&str]) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("volley binary starts");
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(LIMIT) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            // SAFETY: signals our own child process.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("volley {args:?} ran longer than {LIMIT:?}");
+        }
+    }
+}
+
+/// Runs with `--output` and returns the process output and the parsed report.
+pub fn volley_json(args: &[&str]) -> (Output, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
+    let path_str = path.to_str().unwrap().to_string();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--output", &path_str]);
+    let out = volley(&all);
+    if !path.exists() {
+        panic!("no report from volley {args:?}: {}", stderr(&out));
+    }
+    (out, read_report(&path))
+}
+
+pub fn read_report(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("the JSON report was written");
+    serde_json::from_str(&text).expect("the JSON report parses")
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The summary of the first run of a report.
+pub fn summary(report: &Value) -> &Value {
+    &report["runs"][0]["summary"]
+}
+
+/// A JSON number, or a panic naming what was there.
+pub fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
