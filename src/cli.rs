@@ -24,6 +24,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Run the embedded target server (test and fault endpoints).
     Serve(ServeArgs),
+    /// Step through levels of load and report the knee: the five criteria.
+    Step(Box<StepArgs>),
     /// Start the embedded server and run a short load test against it.
     Demo(DemoArgs),
 }
@@ -130,4 +132,44 @@ pub struct DemoArgs {
     /// Seconds of load per demo URL.
     #[arg(short = 'd', long, default_value = "2s")]
     pub duration: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StepArgs {
+    /// Levels of load, lightest first: connections, or req/s with --rate-steps.
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub levels: Option<Vec<f64>>,
+    /// Geometric levels instead of --levels: from this load...
+    #[arg(long, requires = "to", conflicts_with = "levels")]
+    pub from: Option<f64>,
+    /// ...up to this one...
+    #[arg(long, requires = "from")]
+    pub to: Option<f64>,
+    /// ...each this many times the last.
+    #[arg(long, default_value_t = 1.5)]
+    pub factor: f64,
+    /// Levels are arrival rates (req/s, the open model) instead of connections.
+    #[arg(long)]
+    pub rate_steps: bool,
+    /// How long each level runs.
+    #[arg(long, default_value = "10s")]
+    pub step_duration: String,
+    /// Run each level for this many requests instead (or the duration, whichever first).
+    #[arg(long, value_name = "N")]
+    pub step_requests: Option<u64>,
+    /// Ramp up to each level over this long (part of the level's duration).
+    #[arg(long, value_name = "DURATION")]
+    pub step_ramp: Option<String>,
+    /// Quiet between levels.
+    #[arg(long, default_value = "0s")]
+    pub cooldown: String,
+    /// The objective that decides the maximum load.
+    #[arg(long, default_value = "p99<500ms,errors<1%")]
+    pub slo: String,
+    /// Stop once a level's error rate passes this.
+    #[arg(long, default_value = "50%", value_name = "PERCENT")]
+    pub stop_errors: String,
+    /// Everything `volley run` takes (one URL; not -n, -d or --stages).
+    #[command(flatten)]
+    pub run: RunArgs,
 }

@@ -18,5 +18,7 @@ pub mod report;
 pub mod run;
 pub mod sample;
 pub mod server;
+pub mod slo;
+pub mod step;
 pub mod sys;
 pub mod target;

@@ -31,6 +31,21 @@ pub enum Verdict {
     Interrupted,
 }
 
+impl Verdict {
+    /// How an invocation ended; `dead` says whether its runs add up to a
+    /// dead target (for `run`, any URL without a success; for `step`, all
+    /// levels without one).
+    pub fn of(report: &Report, dead: bool) -> Verdict {
+        if report.interrupted {
+            Verdict::Interrupted
+        } else if dead {
+            Verdict::NoSuccess
+        } else {
+            Verdict::Completed
+        }
+    }
+}
+
 /// Runs every target of the plan and reports. Errors are setup failures.
 pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Report, Verdict), EngineError> {
     // Each connection is a descriptor; leave room for the rest of the process.
@@ -71,25 +86,26 @@ pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Re
             break;
         }
     }
+    save(&report, output)?;
+    let dead = report.runs.iter().any(|r| r.summary.ok == 0);
+    let verdict = Verdict::of(&report, dead);
+    Ok((report, verdict))
+}
+
+/// Writes the JSON report where asked (a file, or stdout for `--json`).
+pub fn save(report: &Report, output: &Output) -> Result<(), EngineError> {
     if let Some(path) = &output.file {
         std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| EngineError::Setup(format!("cannot write report to '{}': {e}", path.display())))?;
     }
     if output.json_stdout {
-        let _ = writeln!(stdout, "{}", report.to_json());
+        println!("{}", report.to_json());
     }
-    let verdict = if report.interrupted {
-        Verdict::Interrupted
-    } else if report.runs.iter().any(|r| r.summary.ok == 0) {
-        Verdict::NoSuccess
-    } else {
-        Verdict::Completed
-    };
-    Ok((report, verdict))
+    Ok(())
 }
 
 /// Sleeps between URLs; returns false if Ctrl-C came meanwhile.
-fn pause(delay: Duration, stop: &AtomicBool) -> bool {
+pub fn pause(delay: Duration, stop: &AtomicBool) -> bool {
     let until = std::time::Instant::now() + delay;
     while std::time::Instant::now() < until {
         if stop.load(Ordering::Relaxed) {

@@ -31,6 +31,9 @@ pub struct Report {
     pub started_at: String,
     pub plan: Plan,
     pub runs: Vec<RunReport>,
+    /// `volley step`: the table of levels and the five criteria.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<crate::step::StepReport>,
     /// Whether Ctrl-C cut the invocation short.
     pub interrupted: bool,
 }
@@ -45,6 +48,9 @@ pub struct Tool {
 #[derive(Debug, Serialize)]
 pub struct RunReport {
     pub url: String,
+    /// `volley step`: the level of load of this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<f64>,
     pub warmup: Option<PhaseTotals>,
     pub summary: Summary,
     pub series: Vec<SeriesRow>,
@@ -311,6 +317,7 @@ impl RunReport {
     pub fn new(url: &str, result: &RunResult, plan: &Plan) -> RunReport {
         RunReport {
             url: url.to_string(),
+            load: None,
             warmup: result.warmup.as_ref().map(PhaseTotals::from_phase),
             summary: Summary::new(
                 &result.total,
@@ -337,6 +344,7 @@ impl Report {
             started_at: humantime::format_rfc3339_seconds(started_at).to_string(),
             plan,
             runs: Vec::new(),
+            step: None,
             interrupted: false,
         }
     }

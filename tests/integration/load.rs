@@ -1,8 +1,9 @@
 //! Load models end to end: a fixed arrival rate (with latency from the
-//! intended send time), ramps and a growing connection pool. Every run is
-//! bounded by a duration and goes to the embedded target on 127.0.0.1.
+//! intended send time), ramps, a growing connection pool, and `volley step`
+//! finding the knee of a target of known capacity. Every run is bounded by
+//! a duration and goes to the embedded target on 127.0.0.1.
 
-use super::support::{num, summary, target, url, volley_json};
+use super::support::{num, summary, target, target_with, url, volley_json};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::Duration;
@@ -154,6 +155,88 @@ fn max_connections_grows_the_pool_instead_of_queueing() {
     );
 }
 
+/// The target handles 4 requests at once at 10 ms each: about 400 req/s
+/// (a little less, as sleeps overshoot). The knee is at 300 or 400.
+#[test]
+fn step_finds_the_knee() {
+    let server = target_with(Some(4));
+    let (out, report) = volley_json(&[
+        "step",
+        "--rate-steps",
+        "--levels",
+        "100,200,300,400,600,800",
+        "--step-duration",
+        "2s",
+        "--slo",
+        "p99<100ms",
+        &url(&server, "/sleep/10"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let step = &report["step"];
+    let max = num(&step["verdict"]["max_load"]);
+    assert!(max == 300.0 || max == 400.0, "maximum load {max}: {step}");
+    let levels = step["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 6);
+    let p99_at_max = levels
+        .iter()
+        .find(|l| num(&l["load"]) == max)
+        .map(|l| num(&l["p99_ms"]))
+        .unwrap();
+    for level in levels.iter().filter(|l| num(&l["load"]) > max) {
+        let p99 = num(&level["p99_ms"]);
+        assert!(
+            p99 > 100.0 && p99 > 3.0 * p99_at_max,
+            "queueing shows past the knee: {level}"
+        );
+    }
+    assert_eq!(
+        report["runs"].as_array().unwrap().len(),
+        6,
+        "every level's full summary is kept"
+    );
+    assert!(
+        report["runs"][5]["histogram"]
+            .as_str()
+            .unwrap()
+            .starts_with("HISTF")
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "load (req/s)",
+        "errors %",
+        "responsiveness",
+        "throughput",
+        "maximum load",
+        "tail latency",
+        "error handling",
+    ] {
+        assert!(text.contains(needle), "{needle} missing: {text}");
+    }
+}
+
+#[test]
+fn step_stops_early_when_errors_pass_the_limit() {
+    let server = target();
+    let (out, report) = volley_json(&[
+        "step",
+        "--levels",
+        "1,2,3",
+        "--step-duration",
+        "300ms",
+        "--stop-errors",
+        "10%",
+        &url(&server, "/status/503"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "every level failed: nothing succeeded"
+    );
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(report["step"]["verdict"]["stopped_early"], true);
+    assert!(report["step"]["verdict"]["max_load"].is_null());
+}
+
 #[test]
 fn load_model_usage_errors() {
     for (args, needle) in [
@@ -166,6 +249,9 @@ fn load_model_usage_errors() {
             vec!["run", "-R", "100", "-c", "10", "--max-connections", "5"],
             "below",
         ),
+        (vec!["step", "-n", "5", "--levels", "1,2"], "--step-duration"),
+        (vec!["step", "--levels", "5,2"], "rise"),
+        (vec!["step", "--levels", "1", "--slo", "p99<soon"], "--slo"),
     ] {
         let mut all = args.clone();
         all.push("http://127.0.0.1:1/");

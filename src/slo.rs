@@ -1,0 +1,169 @@
+//! Criteria on a run's summary: `p99<500ms`, `errors<1%`, `rps>5000`.
+//!
+//! `volley step` uses them as the service-level objective that decides the
+//! maximum load; the same parser serves run thresholds.
+
+use crate::report::Summary;
+use std::fmt;
+
+/// What a criterion looks at.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Metric {
+    /// A latency percentile (50, 99, 99.9...) in milliseconds.
+    Percentile(f64),
+    MeanLatency,
+    MaxLatency,
+    /// Failed requests as a percentage of all.
+    ErrorRate,
+    Rps,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Comparison {
+    Below,
+    Above,
+}
+
+/// One criterion, e.g. `p99 < 500 ms`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Criterion {
+    pub metric: Metric,
+    pub comparison: Comparison,
+    /// Milliseconds, percent or requests per second, by metric.
+    pub limit: f64,
+    /// As the user wrote it.
+    pub text: String,
+}
+
+impl fmt::Display for Criterion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+fn parse_latency_ms(text: &str) -> Option<f64> {
+    let d = humantime::parse_duration(text.trim()).ok()?;
+    Some(d.as_secs_f64() * 1000.0)
+}
+
+/// Parses one criterion.
+pub fn parse_criterion(text: &str) -> Result<Criterion, String> {
+    let bad =
+        || format!("invalid criterion '{text}': use e.g. p99<500ms, mean<100ms, max<2s, errors<1%, rps>5000");
+    let trimmed = text.trim();
+    let (name, comparison, value) = if let Some((a, b)) = trimmed.split_once('<') {
+        (a, Comparison::Below, b)
+    } else if let Some((a, b)) = trimmed.split_once('>') {
+        (a, Comparison::Above, b)
+    } else {
+        return Err(bad());
+    };
+    let name = name.trim().to_ascii_lowercase();
+    let value = value.trim();
+    let (metric, limit) = match name.as_str() {
+        "errors" | "error_rate" => {
+            let pct: f64 = value
+                .strip_suffix('%')
+                .ok_or_else(bad)?
+                .trim()
+                .parse()
+                .map_err(|_| bad())?;
+            (Metric::ErrorRate, pct)
+        }
+        "rps" | "throughput" => (Metric::Rps, value.parse().map_err(|_| bad())?),
+        "mean" | "avg" => (Metric::MeanLatency, parse_latency_ms(value).ok_or_else(bad)?),
+        "max" => (Metric::MaxLatency, parse_latency_ms(value).ok_or_else(bad)?),
+        p if p.starts_with('p') => {
+            let pct: f64 = p[1..].parse().map_err(|_| bad())?;
+            if !(0.0..=100.0).contains(&pct) {
+                return Err(bad());
+            }
+            (Metric::Percentile(pct), parse_latency_ms(value).ok_or_else(bad)?)
+        }
+        _ => return Err(bad()),
+    };
+    if !limit.is_finite() || limit < 0.0 {
+        return Err(bad());
+    }
+    Ok(Criterion {
+        metric,
+        comparison,
+        limit,
+        text: trimmed.to_string(),
+    })
+}
+
+/// Parses a comma-separated list of criteria.
+pub fn parse_criteria(text: &str) -> Result<Vec<Criterion>, String> {
+    let list: Vec<Criterion> = text
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(parse_criterion)
+        .collect::<Result<_, _>>()?;
+    if list.is_empty() {
+        return Err(format!("no criterion in '{text}'"));
+    }
+    Ok(list)
+}
+
+impl Criterion {
+    /// The measured value this criterion looks at.
+    pub fn measure(&self, summary: &Summary, histogram: Option<&hdrhistogram::Histogram<u64>>) -> f64 {
+        let l = &summary.latency_ms;
+        match self.metric {
+            Metric::ErrorRate => 100.0 * summary.errors as f64 / summary.requests.max(1) as f64,
+            Metric::Rps => summary.rps,
+            Metric::MeanLatency => l.mean,
+            Metric::MaxLatency => l.max,
+            Metric::Percentile(p) => match p {
+                50.0 => l.p50,
+                75.0 => l.p75,
+                90.0 => l.p90,
+                95.0 => l.p95,
+                99.0 => l.p99,
+                99.9 => l.p999,
+                99.99 => l.p9999,
+                100.0 => l.max,
+                _ => histogram
+                    .filter(|h| !h.is_empty())
+                    .map_or(0.0, |h| h.value_at_quantile(p / 100.0) as f64 / 1000.0),
+            },
+        }
+    }
+
+    /// Whether the summary meets the criterion. A run without one successful
+    /// request meets no latency criterion.
+    pub fn holds(&self, summary: &Summary, histogram: Option<&hdrhistogram::Histogram<u64>>) -> bool {
+        let latency = !matches!(self.metric, Metric::ErrorRate | Metric::Rps);
+        if latency && summary.ok == 0 {
+            return false;
+        }
+        let value = self.measure(summary, histogram);
+        match self.comparison {
+            Comparison::Below => value < self.limit,
+            Comparison::Above => value > self.limit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_forms() {
+        let c = parse_criteria("p99<500ms, errors<1%,rps>5000,mean<1s,p99.9<2s").unwrap();
+        assert_eq!(c[0].metric, Metric::Percentile(99.0));
+        assert_eq!((c[0].comparison, c[0].limit), (Comparison::Below, 500.0));
+        assert_eq!((c[1].metric, c[1].limit), (Metric::ErrorRate, 1.0));
+        assert_eq!(
+            (c[2].metric, c[2].comparison, c[2].limit),
+            (Metric::Rps, Comparison::Above, 5000.0)
+        );
+        assert_eq!((c[3].metric, c[3].limit), (Metric::MeanLatency, 1000.0));
+        assert_eq!(c[4].metric, Metric::Percentile(99.9));
+        for bad in ["", "p99", "p99<fast", "errors<1", "q<1ms", "p200<1ms", "rps>many"] {
+            assert!(parse_criteria(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! `volley step`: runs a series of load levels against one URL and answers
+//! the five questions of a load test (seeds/004): responsiveness,
+//! throughput, maximum load, tail latency and error handling.
+//!
+//! Each level is an ordinary run of the engine (closed: connections; open:
+//! req/s); the levels' summaries and histograms go into the JSON report as
+//! its runs, and the verdict is computed from them.
+
+use crate::cli::{RunArgs, StepArgs};
+use crate::engine::{self, EngineError, Silent};
+use crate::plan::{Plan, PlanError, parse_duration};
+use crate::report::live::LiveView;
+use crate::report::text::{Detail, ms, thousands};
+use crate::report::{Report, RunReport};
+use crate::run::{Output, Verdict, pause, save};
+use crate::slo::{Criterion, parse_criteria};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime};
+
+/// The resolved step plan.
+#[derive(Clone, Debug)]
+pub struct StepPlan {
+    pub levels: Vec<f64>,
+    pub rate_steps: bool,
+    pub slo: Vec<Criterion>,
+    pub stop_errors_pct: f64,
+    pub cooldown: Duration,
+    /// One plan per level.
+    pub plans: Vec<Plan>,
+}
+
+/// One row of the step table.
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelRow {
+    pub load: f64,
+    pub requests: u64,
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub error_pct: f64,
+    pub within_slo: bool,
+}
+
+/// The five criteria.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict5 {
+    /// p50 at the lightest level.
+    pub responsiveness_p50_ms: f64,
+    pub lightest_load: f64,
+    /// The best throughput and the level that reached it.
+    pub best_rps: f64,
+    pub best_rps_load: f64,
+    /// The highest level within the SLO before the first level that
+    /// breaks it (`None`: even the lightest broke it).
+    pub max_load: Option<f64>,
+    /// Tail latency at the maximum load.
+    pub tail_p99_ms: Option<f64>,
+    pub tail_p999_ms: Option<f64>,
+    pub tail_max_ms: Option<f64>,
+    /// Errors in the levels past the maximum load, by kind.
+    pub errors_past_max: BTreeMap<String, u64>,
+    /// How fast those failures came back: the p50 at the first level past
+    /// the maximum that had failures, and the slowest of all of them.
+    pub failure_p50_ms_past_max: Option<f64>,
+    pub failure_max_ms_past_max: Option<f64>,
+    /// p99 at the first level past the maximum load (the queueing).
+    pub p99_past_max_ms: Option<f64>,
+    /// Stopped before the last level because errors passed `--stop-errors`.
+    pub stopped_early: bool,
+}
+
+/// What `volley step` adds to the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepReport {
+    /// "connections" or "req/s".
+    pub unit: &'static str,
+    pub slo: Vec<String>,
+    pub levels: Vec<LevelRow>,
+    pub verdict: Verdict5,
+}
+
+fn invalid(msg: impl Into<String>) -> PlanError {
+    PlanError::Invalid(msg.into())
+}
+
+/// Geometric levels from `from` to `to`, rounded, without repeats.
+pub fn geometric_levels(from: f64, to: f64, factor: f64) -> Result<Vec<f64>, PlanError> {
+    if !(from > 0.0 && to >= from && factor > 1.0) {
+        return Err(invalid("use --from > 0, --to >= --from and --factor > 1"));
+    }
+    let mut levels = Vec::new();
+    let mut level = from;
+    while level <= to * (1.0 + 1e-9) {
+        let rounded = level.round().max(1.0);
+        if levels.last() != Some(&rounded) {
+            levels.push(rounded);
+        }
+        level *= factor;
+    }
+    if levels.last().is_some_and(|l| *l < to) {
+        levels.push(to.round());
+    }
+    Ok(levels)
+}
+
+impl StepPlan {
+    pub fn from_args(args: &StepArgs) -> Result<StepPlan, PlanError> {
+        let run = &args.run;
+        if run.urls.len() != 1 {
+            return Err(invalid("volley step loads one URL"));
+        }
+        if run.duration.is_some() || run.requests.is_some() || run.stages.is_some() || run.rate.is_some() {
+            return Err(invalid(
+                "volley step sets the load and length of each level: use --levels, --step-duration, --step-requests",
+            ));
+        }
+        if args.rate_steps && run.connections.is_some_and(|c| c == 0) {
+            return Err(invalid("--connections must be at least 1"));
+        }
+        if !args.rate_steps && run.connections.is_some() {
+            return Err(invalid(
+                "the levels are the connections: drop -c (or use --rate-steps)",
+            ));
+        }
+        let levels = match (&args.levels, args.from, args.to) {
+            (Some(levels), _, _) => levels.clone(),
+            (None, Some(from), Some(to)) => geometric_levels(from, to, args.factor)?,
+            _ => {
+                return Err(invalid(
+                    "give --levels 10,25,50 or --from 10 --to 2000 [--factor 1.5]",
+                ));
+            }
+        };
+        if levels.is_empty() || levels.iter().any(|l| !l.is_finite() || *l <= 0.0) {
+            return Err(invalid("--levels must be positive numbers"));
+        }
+        if levels.windows(2).any(|w| w[1] <= w[0]) {
+            return Err(invalid("--levels must rise, lightest first"));
+        }
+        let slo = parse_criteria(&args.slo).map_err(|e| invalid(format!("--slo: {e}")))?;
+        let stop_errors_pct: f64 = args
+            .stop_errors
+            .trim()
+            .trim_end_matches('%')
+            .parse()
+            .map_err(|_| {
+                invalid(format!(
+                    "invalid --stop-errors '{}': use e.g. 50%",
+                    args.stop_errors
+                ))
+            })?;
+        let cooldown = parse_duration("--cooldown", &args.cooldown)?;
+        let step_duration = parse_duration("--step-duration", &args.step_duration)?;
+        let ramp = args
+            .step_ramp
+            .as_deref()
+            .map(|r| parse_duration("--step-ramp", r))
+            .transpose()?;
+        if ramp.is_some_and(|r| r >= step_duration) {
+            return Err(invalid("--step-ramp must be shorter than --step-duration"));
+        }
+        if ramp.is_some() && run.warmup.is_some() {
+            return Err(invalid("--warmup does not go with --step-ramp"));
+        }
+        let plans = levels
+            .iter()
+            .map(|level| {
+                Plan::from_args(&level_args(
+                    run,
+                    *level,
+                    args.rate_steps,
+                    step_duration,
+                    ramp,
+                    args.step_requests,
+                ))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(StepPlan {
+            levels,
+            rate_steps: args.rate_steps,
+            slo,
+            stop_errors_pct,
+            cooldown,
+            plans,
+        })
+    }
+}
+
+/// The `volley run` arguments of one level.
+fn level_args(
+    base: &RunArgs,
+    level: f64,
+    rate_steps: bool,
+    duration: Duration,
+    ramp: Option<Duration>,
+    requests: Option<u64>,
+) -> RunArgs {
+    let mut args = base.clone();
+    let human = |d: Duration| humantime::format_duration(d).to_string();
+    match ramp {
+        Some(ramp) => {
+            args.stages = Some(format!(
+                "{}:{level},{}:{level}",
+                human(ramp),
+                human(duration - ramp)
+            ));
+            args.rate = rate_steps.then_some(0.0);
+        }
+        None => {
+            args.duration = Some(human(duration));
+            if rate_steps {
+                args.rate = Some(level);
+            } else {
+                args.connections = Some(level.round().max(1.0) as usize);
+            }
+        }
+    }
+    args.requests = requests;
+    args
+}
+
+/// Runs every level and reports.
+pub fn execute(
+    step: StepPlan,
+    output: &Output,
+    stop: Arc<AtomicBool>,
+) -> Result<(Report, Verdict), EngineError> {
+    let peak = step
+        .plans
+        .iter()
+        .map(|p| p.max_connections.unwrap_or(p.connections))
+        .max()
+        .unwrap_or(1);
+    crate::sys::ensure_open_files(peak as u64 + 64).map_err(EngineError::Setup)?;
+    let mut report = Report::new(step.plans[0].clone(), SystemTime::now());
+    let text = !output.json_stdout;
+    let tty = std::io::stdout().is_terminal();
+    let unit = if step.rate_steps { "req/s" } else { "connections" };
+    let url = step.plans[0].targets[0].url.clone();
+    let mut stopped_early = false;
+    if text {
+        println!(
+            "volley step {url}: {} levels of {unit}, SLO {}",
+            step.levels.len(),
+            slo_text(&step.slo)
+        );
+    }
+    for (i, (level, plan)) in step.levels.iter().zip(&step.plans).enumerate() {
+        if i > 0 && !pause(step.cooldown, &stop) {
+            report.interrupted = true;
+            break;
+        }
+        let result = if text {
+            let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.duration);
+            let result = engine::run(plan, &plan.targets[0], stop.clone(), &mut live)?;
+            live.finish();
+            result
+        } else {
+            engine::run(plan, &plan.targets[0], stop.clone(), &mut Silent)?
+        };
+        let mut run = RunReport::new(&url, &result, plan);
+        run.load = Some(*level);
+        let row = level_row(*level, &run, &step.slo);
+        if text {
+            println!(
+                "  {} {unit}: {} requests, {} req/s, p50 {} ms, p99 {} ms, {:.2}% errors{}",
+                format_load(*level),
+                thousands(row.requests),
+                thousands(row.rps.round() as u64),
+                ms(row.p50_ms),
+                ms(row.p99_ms),
+                row.error_pct,
+                if row.within_slo { "" } else { "  (outside the SLO)" }
+            );
+        }
+        report.runs.push(run);
+        if result.interrupted {
+            report.interrupted = true;
+            break;
+        }
+        if row.error_pct > step.stop_errors_pct {
+            stopped_early = i + 1 < step.levels.len();
+            break;
+        }
+    }
+    let step_report = build(&report.runs, unit, &step.slo, stopped_early);
+    if text {
+        print!("\n{}", render(&step_report));
+    }
+    report.step = Some(step_report);
+    save(&report, output)?;
+    // Levels past the knee may well fail entirely; only a target that never
+    // answered is dead.
+    let dead = report.runs.iter().all(|r| r.summary.ok == 0);
+    let verdict = Verdict::of(&report, dead);
+    Ok((report, verdict))
+}
+
+fn slo_text(slo: &[Criterion]) -> String {
+    slo.iter().map(|c| c.text.clone()).collect::<Vec<_>>().join(", ")
+}
+
+fn format_load(load: f64) -> String {
+    if load.fract() == 0.0 {
+        thousands(load as u64)
+    } else {
+        format!("{load:.1}")
+    }
+}
+
+fn level_row(load: f64, run: &RunReport, slo: &[Criterion]) -> LevelRow {
+    let s = &run.summary;
+    let histogram = crate::report::histogram::decode(&run.histogram).ok();
+    LevelRow {
+        load,
+        requests: s.requests,
+        rps: s.rps,
+        p50_ms: s.latency_ms.p50,
+        p99_ms: s.latency_ms.p99,
+        error_pct: 100.0 * s.errors as f64 / s.requests.max(1) as f64,
+        within_slo: s.requests > 0 && slo.iter().all(|c| c.holds(s, histogram.as_ref())),
+    }
+}
+
+/// The table and the five criteria from the levels' runs.
+pub fn build(runs: &[RunReport], unit: &'static str, slo: &[Criterion], stopped_early: bool) -> StepReport {
+    let levels: Vec<LevelRow> = runs
+        .iter()
+        .map(|r| level_row(r.load.unwrap_or(0.0), r, slo))
+        .collect();
+    let max_index = levels.iter().take_while(|l| l.within_slo).count().checked_sub(1);
+    let best = levels.iter().max_by(|a, b| a.rps.total_cmp(&b.rps));
+    let past = max_index.map_or(0, |i| i + 1);
+    let mut errors_past_max = BTreeMap::new();
+    let mut failure_p50 = None;
+    let mut failure_max: Option<f64> = None;
+    for run in runs.iter().skip(past) {
+        for (kind, n) in &run.summary.errors_by_kind {
+            *errors_past_max.entry(kind.clone()).or_insert(0) += n;
+        }
+        if run.summary.errors > 0 {
+            let f = &run.summary.failures_ms;
+            failure_p50.get_or_insert(f.p50);
+            failure_max = Some(failure_max.map_or(f.max, |m| m.max(f.max)));
+        }
+    }
+    let at_max = max_index.map(|i| &runs[i].summary.latency_ms);
+    let verdict = Verdict5 {
+        responsiveness_p50_ms: levels.first().map_or(0.0, |l| l.p50_ms),
+        lightest_load: levels.first().map_or(0.0, |l| l.load),
+        best_rps: best.map_or(0.0, |l| l.rps),
+        best_rps_load: best.map_or(0.0, |l| l.load),
+        max_load: max_index.map(|i| levels[i].load),
+        tail_p99_ms: at_max.map(|l| l.p99),
+        tail_p999_ms: at_max.map(|l| l.p999),
+        tail_max_ms: at_max.map(|l| l.max),
+        failure_p50_ms_past_max: failure_p50,
+        failure_max_ms_past_max: failure_max,
+        errors_past_max,
+        p99_past_max_ms: levels.get(past).map(|l| l.p99_ms),
+        stopped_early,
+    };
+    StepReport {
+        unit,
+        slo: slo.iter().map(|c| c.text.clone()).collect(),
+        levels,
+        verdict,
+    }
+}
+
+/// The step table and the verdict block.
+pub fn render(step: &StepReport) -> String {
+    let mut out = String::new();
+    let unit = step.unit;
+    let _ = writeln!(
+        out,
+        "{:>14} {:>11} {:>11} {:>9} {:>9} {:>9}  SLO",
+        format!("load ({unit})"),
+        "requests",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "errors %"
+    );
+    for l in &step.levels {
+        let _ = writeln!(
+            out,
+            "{:>14} {:>11} {:>11} {:>9} {:>9} {:>9.2}  {}",
+            format_load(l.load),
+            thousands(l.requests),
+            thousands(l.rps.round() as u64),
+            ms(l.p50_ms),
+            ms(l.p99_ms),
+            l.error_pct,
+            if l.within_slo { "ok" } else { "broken" }
+        );
+    }
+    let v = &step.verdict;
+    let _ = writeln!(out, "\nverdict (SLO: {})", step.slo.join(", "));
+    let _ = writeln!(
+        out,
+        "  responsiveness   p50 {} ms at the lightest load, {} {unit}",
+        ms(v.responsiveness_p50_ms),
+        format_load(v.lightest_load)
+    );
+    let _ = writeln!(
+        out,
+        "  throughput       best {} req/s, at {} {unit}",
+        thousands(v.best_rps.round() as u64),
+        format_load(v.best_rps_load)
+    );
+    match v.max_load {
+        Some(max) => {
+            let _ = writeln!(
+                out,
+                "  maximum load     {} {unit}: the highest level within the SLO",
+                format_load(max)
+            );
+            let _ = writeln!(
+                out,
+                "  tail latency     at {} {unit}: p99 {} ms, p99.9 {} ms, max {} ms",
+                format_load(max),
+                ms(v.tail_p99_ms.unwrap_or(0.0)),
+                ms(v.tail_p999_ms.unwrap_or(0.0)),
+                ms(v.tail_max_ms.unwrap_or(0.0))
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  maximum load     none: even the lightest level broke the SLO"
+            );
+        }
+    }
+    let past = match (v.max_load, v.p99_past_max_ms) {
+        (_, None) => "no level past the maximum was run".to_string(),
+        (_, Some(p99)) if v.errors_past_max.is_empty() => {
+            format!(
+                "no errors past the maximum; latency grew instead (p99 {} ms at the next level)",
+                ms(p99)
+            )
+        }
+        (_, Some(p99)) => {
+            let kinds: Vec<String> = v
+                .errors_past_max
+                .iter()
+                .map(|(k, n)| format!("{k} {}", thousands(*n)))
+                .collect();
+            format!(
+                "past the maximum: {}; failures came back in p50 {} ms, max {} ms (p99 {} ms at the next level)",
+                kinds.join(", "),
+                ms(v.failure_p50_ms_past_max.unwrap_or(0.0)),
+                ms(v.failure_max_ms_past_max.unwrap_or(0.0)),
+                ms(p99)
+            )
+        }
+    };
+    let _ = writeln!(out, "  error handling   {past}");
+    if v.stopped_early {
+        let _ = writeln!(out, "  (stopped early: a level's errors passed --stop-errors)");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometric_levels_round_and_end_at_to() {
+        assert_eq!(
+            geometric_levels(10.0, 100.0, 2.0).unwrap(),
+            vec![10.0, 20.0, 40.0, 80.0, 100.0]
+        );
+        assert_eq!(geometric_levels(1.0, 3.0, 1.2).unwrap(), vec![1.0, 2.0, 3.0]);
+        assert!(geometric_levels(0.0, 3.0, 2.0).is_err());
+        assert!(geometric_levels(5.0, 3.0, 2.0).is_err());
+        assert!(geometric_levels(1.0, 3.0, 1.0).is_err());
+    }
+}
