@@ -16,9 +16,6 @@ use std::collections::VecDeque;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// How often a connection held back by a ramp looks again.
-const GATE_POLL: Duration = Duration::from_millis(10);
-
 /// Permission to send.
 #[derive(Clone, Copy, Debug)]
 pub struct Ticket {
@@ -100,15 +97,22 @@ impl ClosedFeed {
         if let Some((ramp, start)) = &self.ramp {
             loop {
                 let now = Instant::now();
+                let elapsed = (now - *start).as_secs_f64();
                 // A small epsilon so a ramp to N lets exactly N connections in.
-                let allowed = (ramp.value_at((now - *start).as_secs_f64()) + 1e-9).floor() as usize;
+                let allowed = (ramp.value_at(elapsed) + 1e-9).floor() as usize;
                 if index < allowed {
                     break;
                 }
                 if self.budget.expired(now) {
                     return None;
                 }
-                tokio::time::sleep(GATE_POLL).await;
+                // Sleep until the ramp lets this connection in; if it never
+                // will again, this connection is done. (The phase's deadline
+                // and Ctrl-C cancel the sleep with the whole drive.)
+                let at = ramp.time_value_reaches(index as f64 + 1.0 - 1e-9, elapsed)?;
+                let wait = Duration::from_secs_f64((at - elapsed).max(0.0));
+                // At least a millisecond, so float rounding cannot spin.
+                tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
             }
         }
         let (intended, count) = self.budget.take_batch(self.pipeline)?;

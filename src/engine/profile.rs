@@ -123,6 +123,32 @@ impl LoadProfile {
         0.0
     }
 
+    /// The first time at or after `from` when the load is at least `value`,
+    /// in seconds; `None` if it never is again.
+    pub fn time_value_reaches(&self, value: f64, from: f64) -> Option<f64> {
+        let mut start = 0.0;
+        for (a, b, len) in self.segments() {
+            let end = start + len;
+            if end > from {
+                let t0 = from.max(start);
+                let at_t0 = if len.is_infinite() {
+                    a
+                } else {
+                    a + (b - a) * (t0 - start) / len
+                };
+                if at_t0 >= value {
+                    return Some(t0);
+                }
+                if b >= value && b > a && len.is_finite() {
+                    // Rising through `value` inside this segment.
+                    return Some(start + (value - a) / (b - a) * len);
+                }
+            }
+            start = end;
+        }
+        None
+    }
+
     /// When the cumulative count (the integral of the rate) reaches `n`,
     /// in seconds; `None` if it never does.
     pub fn time_of_count(&self, n: f64) -> Option<f64> {
@@ -187,6 +213,32 @@ mod tests {
         assert_eq!(p.duration(), Some(Duration::from_secs(30)));
         assert_eq!(p.peak(), 100.0);
         assert!(close(LoadProfile::constant(7.0).value_at(1e6), 7.0));
+    }
+
+    #[test]
+    fn finds_when_a_ramp_reaches_a_value() {
+        let p = LoadProfile::ramp(parse_stages("10s:100,10s:100,10s:0,10s:50").unwrap());
+        assert!(close(p.time_value_reaches(50.0, 0.0).unwrap(), 5.0));
+        assert!(
+            close(p.time_value_reaches(50.0, 7.0).unwrap(), 7.0),
+            "already above"
+        );
+        assert!(close(p.time_value_reaches(100.0, 0.0).unwrap(), 10.0));
+        // Past the fall to 0 the next time above 40 is on the last ramp.
+        assert!(close(p.time_value_reaches(40.0, 29.0).unwrap(), 38.0));
+        assert!(
+            close(p.time_value_reaches(60.0, 21.0).unwrap(), 21.0),
+            "90 at 21 s"
+        );
+        assert_eq!(
+            p.time_value_reaches(60.0, 26.0),
+            None,
+            "falling, then only up to 50"
+        );
+        assert!(close(
+            LoadProfile::constant(5.0).time_value_reaches(5.0, 3.0).unwrap(),
+            3.0
+        ));
     }
 
     #[test]
