@@ -22,7 +22,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::Shared;
 use super::request::{ParseError, Request, RequestParser};
-use super::response::{self, Persistence};
+use super::response::{self, Field, Persistence};
 use super::routes;
 
 /// Initial size of each buffer, and the least free space offered to a read.
@@ -167,7 +167,27 @@ impl Output {
         head_only: bool,
         persistence: Persistence,
     ) -> Next {
-        self.head(status, content_type, body.len() as u64, persistence);
+        self.respond_with(status, content_type, &[], body, head_only, persistence)
+    }
+
+    /// [`Output::respond`] with header fields of the endpoint's own.
+    pub(super) fn respond_with(
+        &mut self,
+        status: u16,
+        content_type: Option<&[u8]>,
+        fields: &[Field<'_>],
+        body: &[u8],
+        head_only: bool,
+        persistence: Persistence,
+    ) -> Next {
+        response::write_head_with(
+            &mut self.buf,
+            status,
+            content_type,
+            fields,
+            body.len() as u64,
+            persistence,
+        );
         if !head_only && !response::is_bodiless(status) {
             self.bytes(body);
         }

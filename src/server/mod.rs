@@ -2,11 +2,12 @@
 //!
 //! volley needs a target it controls: the demo points at it, and the load
 //! tester's own tests drive it on 127.0.0.1 port 0. Besides ordinary endpoints
-//! (`/hi`, `/sleep/{ms}`, `/cpu/{ms}`, `/bytes/{n}`, `/echo`, ...) it has fault
-//! endpoints that answer with invalid bytes, close a keep-alive connection
-//! mid-stream or never answer. Those need raw control of the socket, which
-//! hyper's server does not give, so this is a small HTTP/1.1 server written
-//! by hand on tokio and `httparse`.
+//! (`/hi`, `/sleep/{ms}`, `/cpu/{ms}`, `/bytes/{n}`, `/echo`, ...) and a small
+//! JSON API under `/api/` (log in, list, fetch, create) for scenario tests, it
+//! has fault endpoints that answer with invalid bytes, close a keep-alive
+//! connection mid-stream or never answer. Those need raw control of the
+//! socket, which hyper's server does not give, so this is a small HTTP/1.1
+//! server written by hand on tokio and `httparse`.
 //!
 //! Two server-wide controls let tests shape the target as a whole: `/pause`
 //! holds every response for a while (a stall the tester must see in its
@@ -15,9 +16,10 @@
 //!
 //! Layout: this file owns the listener, the lifecycle (spawn, run, stop) and
 //! the counters; `conn` runs one connection; `request` parses requests;
-//! `response` writes heads; `routes` implements the endpoints; `pause` holds
-//! the pause.
+//! `response` writes heads; `routes` implements the endpoints, `api` the JSON
+//! ones; `pause` holds the pause.
 
+mod api;
 mod conn;
 mod pause;
 mod request;

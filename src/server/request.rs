@@ -6,6 +6,10 @@
 //! buffer: it is handed the unconsumed bytes each time and answers with ranges
 //! into them, so a request on the hot path costs no allocation. Only a chunked
 //! body is copied out, because its bytes are not contiguous on the wire.
+//!
+//! [`Head`] keeps only what every request needs; the few endpoints that want
+//! other header fields (cookies, credentials) parse the head again with
+//! [`Fields`], so ordinary requests pay nothing for them.
 
 use std::ops::Range;
 
@@ -50,14 +54,37 @@ impl ParseError {
     }
 }
 
+/// The methods the endpoints tell apart; most endpoints answer any method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Method {
+    Get,
+    /// Gets the headers a `GET` would, and no body.
+    Head,
+    Post,
+    Other,
+}
+
+impl Method {
+    fn of(name: &str) -> Self {
+        match name {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            _ => Method::Other,
+        }
+    }
+}
+
 /// What the server needs from a request head. Ranges are relative to the
 /// start of the request in the buffer given to [`RequestParser::parse`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Head {
-    /// `HEAD` requests get the headers a `GET` would, and no body.
-    pub is_head: bool,
-    /// The path of the request target, without query string.
+    pub method: Method,
+    /// The path of the request target, without query string: what routing
+    /// looks at.
     pub path: Range<usize>,
+    /// The query string, without its `?`; empty when there is none.
+    pub query: Range<usize>,
     pub content_type: Option<Range<usize>>,
     /// Whether the connection stays open after the response.
     pub keep_alive: bool,
@@ -214,7 +241,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize, Framing)>, ParseError> 
         return Err(ParseError::Malformed);
     };
     let target_start = offset_in(buf, target.as_bytes())?;
-    let path = path_of(target.as_bytes(), target_start);
+    let (path, query) = split_target(target.as_bytes(), target_start);
 
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding = false;
@@ -273,8 +300,9 @@ fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize, Framing)>, ParseError> 
     };
     let http10 = version == 0;
     let head = Head {
-        is_head: method == "HEAD",
+        method: Method::of(method),
         path,
+        query,
         content_type,
         keep_alive: !close && (!http10 || keep_alive_token),
         http10,
@@ -363,25 +391,75 @@ fn offset_in(buf: &[u8], part: &[u8]) -> Result<usize, ParseError> {
     }
 }
 
-/// The path part of a request target: the query is not part of routing, and
-/// an absolute-form target (`http://host/path`, as proxies send) is reduced
-/// to its path.
-fn path_of(target: &[u8], offset: usize) -> Range<usize> {
+/// The path and query parts of a request target: the query is not part of
+/// routing, and an absolute-form target (`http://host/path`, as proxies send)
+/// is reduced to its path. A fragment (which clients should not send) belongs
+/// to neither.
+fn split_target(target: &[u8], offset: usize) -> (Range<usize>, Range<usize>) {
     let mut start = 0;
     if !target.starts_with(b"/")
         && let Some(scheme_end) = target.windows(3).position(|w| w == b"://")
     {
+        // The authority ends where the path, the query or a fragment starts.
         let authority = scheme_end + 3;
         start = target[authority..]
             .iter()
-            .position(|&b| b == b'/')
+            .position(|&b| matches!(b, b'/' | b'?' | b'#'))
             .map_or(target.len(), |p| authority + p);
     }
     let end = target[start..]
         .iter()
         .position(|&b| b == b'?' || b == b'#')
         .map_or(target.len(), |p| start + p);
-    offset + start..offset + end
+    let query = if target.get(end) == Some(&b'?') {
+        let from = end + 1;
+        let to = target[from..]
+            .iter()
+            .position(|&b| b == b'#')
+            .map_or(target.len(), |p| from + p);
+        from..to
+    } else {
+        end..end
+    };
+    (
+        offset + start..offset + end,
+        offset + query.start..offset + query.end,
+    )
+}
+
+/// The header fields of a request already accepted by
+/// [`RequestParser::parse`], parsed again for the endpoints that want more
+/// than [`Head`] keeps. Held on the stack, like the first parse.
+pub(super) struct Fields<'a> {
+    all: [httparse::Header<'a>; MAX_HEADERS],
+    len: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// `request` starts where the request does (its body may follow).
+    pub(super) fn of(request: &'a [u8]) -> Self {
+        let mut all = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut all);
+        // The same bytes parsed before, so this succeeds; were it not to,
+        // no fields at all is the answer that cannot be misread.
+        let len = match req.parse(request) {
+            Ok(Status::Complete(_)) => req.headers.len(),
+            _ => 0,
+        };
+        Self { all, len }
+    }
+
+    /// Every field as sent: name, then value.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
+        self.all[..self.len].iter().map(|h| (h.name, h.value))
+    }
+
+    /// The values of the fields called `name` (in any case), in order.
+    pub(super) fn values(&self, name: &str) -> impl Iterator<Item = &'a [u8]> {
+        self.iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    }
 }
 
 /// Digits only: `+5`, `-1`, `0x10` and overflowing values are all rejected.
@@ -424,9 +502,10 @@ mod tests {
         let req = parse_all(buf).unwrap().unwrap();
         assert_eq!(path(buf, &req), b"/hi");
         assert_eq!(req.len, buf.len());
+        assert_eq!(&buf[req.head.query.clone()], b"x=1");
         assert_eq!(req.body, Body::Empty);
         assert!(req.head.keep_alive);
-        assert!(!req.head.is_head);
+        assert_eq!(req.head.method, Method::Get);
         assert!(!req.head.http10);
     }
 
@@ -476,16 +555,16 @@ mod tests {
             seen.push((
                 path(rest, &req).to_vec(),
                 parser.body(rest, &req).to_vec(),
-                req.head.is_head,
+                req.head.method,
             ));
             start += req.len;
         }
         assert_eq!(
             seen,
             vec![
-                (b"/a".to_vec(), vec![], false),
-                (b"/b".to_vec(), b"xy".to_vec(), false),
-                (b"/c".to_vec(), vec![], true),
+                (b"/a".to_vec(), vec![], Method::Get),
+                (b"/b".to_vec(), b"xy".to_vec(), Method::Post),
+                (b"/c".to_vec(), vec![], Method::Head),
             ]
         );
     }
@@ -533,6 +612,38 @@ mod tests {
         let buf = b"GET http://example.com:80/hi?q HTTP/1.1\r\n\r\n";
         let req = parse_all(buf).unwrap().unwrap();
         assert_eq!(path(buf, &req), b"/hi");
+        assert_eq!(&buf[req.head.query.clone()], b"q");
+    }
+
+    #[test]
+    fn path_and_query() {
+        fn split(target: &[u8]) -> (&[u8], &[u8]) {
+            let (path, query) = split_target(target, 0);
+            (&target[path], &target[query])
+        }
+        assert_eq!(split(b"/a"), (&b"/a"[..], &b""[..]));
+        assert_eq!(split(b"/a?"), (&b"/a"[..], &b""[..]));
+        assert_eq!(split(b"/a?page=2&x"), (&b"/a"[..], &b"page=2&x"[..]));
+        assert_eq!(split(b"/a?p=1#frag"), (&b"/a"[..], &b"p=1"[..]));
+        assert_eq!(split(b"/a#frag?no"), (&b"/a"[..], &b""[..]));
+        assert_eq!(split(b"/a?b?c"), (&b"/a"[..], &b"b?c"[..]));
+        assert_eq!(split(b"http://h"), (&b""[..], &b""[..]));
+        assert_eq!(split(b"http://h?q=1"), (&b""[..], &b"q=1"[..]));
+        assert_eq!(split(b"http://h/p?q=1"), (&b"/p"[..], &b"q=1"[..]));
+    }
+
+    #[test]
+    fn fields_are_parsed_again_on_demand() {
+        let buf =
+            b"POST /x HTTP/1.1\r\nCookie: a=b\r\nX-One: 1\r\ncookie: c=d\r\nContent-Length: 2\r\n\r\nhi";
+        let fields = Fields::of(buf);
+        assert_eq!(fields.iter().count(), 4);
+        assert_eq!(
+            fields.values("COOKIE").collect::<Vec<_>>(),
+            [&b"a=b"[..], &b"c=d"[..]]
+        );
+        assert_eq!(fields.values("x-missing").count(), 0);
+        assert_eq!(Fields::of(b"not http").iter().count(), 0);
     }
 
     #[test]

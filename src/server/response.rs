@@ -43,12 +43,28 @@ pub(super) fn is_bodiless(status: u16) -> bool {
     matches!(status, 204 | 304)
 }
 
+/// A header field an endpoint adds to its response (`Set-Cookie`, `Allow`):
+/// name, then value.
+pub(super) type Field<'a> = (&'static str, &'a [u8]);
+
 /// Appends a status line and headers. The body's headers are left out for
 /// bodiless statuses.
 pub(super) fn write_head(
     out: &mut Vec<u8>,
     status: u16,
     content_type: Option<&[u8]>,
+    content_length: u64,
+    persistence: Persistence,
+) {
+    write_head_with(out, status, content_type, &[], content_length, persistence);
+}
+
+/// [`write_head`] with `fields` added after the body's headers.
+pub(super) fn write_head_with(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: Option<&[u8]>,
+    fields: &[Field<'_>],
     content_length: u64,
     persistence: Persistence,
 ) {
@@ -61,6 +77,18 @@ pub(super) fn write_head(
             out.extend_from_slice(b"\r\n");
         }
         let _ = write!(out, "Content-Length: {content_length}\r\n");
+    }
+    for &(name, value) in fields {
+        // Values can carry what a client sent (a user name in a cookie).
+        // Endpoints check it first, but a line break slipping through would
+        // let the client write our headers, so such a field is left out.
+        if value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0)) {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(persistence.header());
     out.extend_from_slice(b"\r\n");
@@ -160,6 +188,18 @@ mod tests {
             built.extend_from_slice(HI_BODY);
             assert_eq!(hi(p, false), &built[..]);
         }
+    }
+
+    #[test]
+    fn extra_fields_follow_the_body_headers() {
+        let mut out = Vec::new();
+        let fields: [Field<'_>; 2] = [("Allow", b"GET, HEAD"), ("X-Bad", b"a\r\nSet-Cookie: x=y")];
+        write_head_with(&mut out, 405, None, &fields, 2, Persistence::Close);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 405 Method Not Allowed\r\nServer: volley\r\nContent-Length: 2\r\n\
+              Allow: GET, HEAD\r\nConnection: close\r\n\r\n"
+        );
     }
 
     #[test]

@@ -6,14 +6,19 @@
 //! broken behaviour (`/drop`, `/stall`, `/garbage`) that the tester must
 //! count as errors without falling over. `/pause` stalls the whole server,
 //! every connection at once, the way a garbage-collection pause or a full
-//! disk would.
+//! disk would. Under `/api/` is a small JSON API for scenario tests (see
+//! `api`).
+//!
+//! Routing looks at the path only; the query string is in the request head
+//! for the endpoints that read it.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use super::api::{self, Api};
 use super::conn::{COPY_LIMIT, Conn, Next};
-use super::request::{Request, parse_decimal};
+use super::request::{Method, Request, parse_decimal};
 use super::response::{self, Persistence};
 
 /// Longest wait or burn accepted by `/sleep`, `/cpu`, `/slow` and `/pause`.
@@ -47,6 +52,7 @@ enum Route {
     Garbage,
     Slow(u64),
     Pause(u64),
+    Api(Api),
     NotFound,
     /// A known endpoint with an unusable parameter; the message says why.
     BadParameter(&'static str),
@@ -62,6 +68,9 @@ impl Route {
             b"/stall" => return Route::Stall,
             b"/garbage" => return Route::Garbage,
             _ => {}
+        }
+        if let Some(rest) = path.strip_prefix(b"/api/") {
+            return Route::Api(Api::of(rest));
         }
         let Some((prefix, arg)) = path
             .strip_prefix(b"/")
@@ -127,7 +136,7 @@ pub(super) async fn respond(conn: &mut Conn, req: &Request) -> Next {
 /// Responses are queued on `conn.out` and written by the connection loop,
 /// except where an endpoint needs the socket itself.
 async fn answer(conn: &mut Conn, req: &Request, route: Route) -> Next {
-    let head_only = req.head.is_head;
+    let head_only = req.head.method == Method::Head;
     let persistence = Persistence::for_request(&req.head);
     match route {
         Route::Hi => {
@@ -218,6 +227,7 @@ async fn answer(conn: &mut Conn, req: &Request, route: Route) -> Next {
             Next::Close
         }
         Route::Slow(ms) => drip(conn, ms, head_only, persistence).await,
+        Route::Api(endpoint) => api::answer(conn, req, endpoint, head_only, persistence),
         Route::Pause(ms) => {
             // The pause starts now; this response is held by it like any
             // other and so goes out when it ends (later, if extended).
@@ -336,6 +346,10 @@ mod tests {
         assert_eq!(Route::of(b"/bytes/0"), Route::Bytes(0));
         assert_eq!(Route::of(b"/pause/300"), Route::Pause(300));
         assert_eq!(Route::of(b"/pause/3600000"), Route::Pause(MAX_MS));
+        assert_eq!(Route::of(b"/api/users"), Route::Api(Api::Users));
+        assert_eq!(Route::of(b"/api/users/7"), Route::Api(Api::User(Some(7))));
+        assert_eq!(Route::of(b"/api/nope"), Route::Api(Api::NotFound));
+        assert_eq!(Route::of(b"/api"), Route::NotFound);
         assert_eq!(Route::of(b"/nope"), Route::NotFound);
         assert_eq!(Route::of(b"/hi/"), Route::NotFound);
         assert_eq!(Route::of(b"/nope/1"), Route::NotFound);
@@ -373,6 +387,8 @@ mod tests {
             "/echo",
             "/bytes/1",
             "/slow/1",
+            "/api/login",
+            "/api/users/1",
             "/nope",
             "/sleep/x",
         ] {

@@ -698,3 +698,279 @@ fn max_inflight_of_zero_is_refused() {
     .expect_err("a server that can handle nothing");
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
 }
+
+// The JSON API under `/api/`, as a scenario test would use it.
+
+impl Client {
+    /// Sends a request with `fields` (whole `Name: value` lines) and a body,
+    /// and reads the response.
+    fn call(&mut self, method: &str, path: &str, fields: &[&str], body: &[u8]) -> Response {
+        let mut request = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
+        for field in fields {
+            request.push_str(field);
+            request.push_str("\r\n");
+        }
+        if !body.is_empty() {
+            request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        request.push_str("\r\n");
+        let mut bytes = request.into_bytes();
+        bytes.extend_from_slice(body);
+        self.send(&bytes);
+        self.response_to(method == "HEAD")
+    }
+
+    fn post_json(&mut self, path: &str, body: &str) -> Response {
+        self.call("POST", path, &["Content-Type: application/json"], body.as_bytes())
+    }
+}
+
+/// The body of a JSON response, after checking that it says it is JSON.
+fn json(r: &Response) -> serde_json::Value {
+    assert_eq!(r.header("content-type"), Some("application/json"), "{r:?}");
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&r.body)))
+}
+
+fn user_ids(page: &serde_json::Value) -> Vec<u64> {
+    page["users"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no user list: {page}"))
+        .iter()
+        .map(|u| u["id"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn api_login_returns_a_token_and_sets_a_session_cookie() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.post_json("/api/login", r#"{"username": "alice", "password": "secret"}"#);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        json(&r),
+        serde_json::json!({"token": "tok-alice", "user": "alice"})
+    );
+    assert_eq!(
+        r.header("set-cookie"),
+        Some("session=sess-alice; Path=/; HttpOnly")
+    );
+    assert_eq!(client.get("/hi").body, b"world", "still keep-alive");
+}
+
+#[test]
+fn api_login_with_a_wrong_password_is_401() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.post_json("/api/login", r#"{"username": "alice", "password": "guess"}"#);
+    assert_eq!(r.status, 401);
+    assert_eq!(json(&r), serde_json::json!({"error": "bad credentials"}));
+    assert_eq!(r.header("set-cookie"), None);
+}
+
+#[test]
+fn api_login_with_a_malformed_body_is_400() {
+    let server = start();
+    let mut client = connect(&server);
+    for body in [
+        "",
+        "username=alice&password=secret",
+        r#"{"username": "alice""#,
+        r#"{"username": "alice"}"#,
+        r#"{"password": "secret"}"#,
+        r#"["alice", "secret"]"#,
+    ] {
+        let r = client.post_json("/api/login", body);
+        assert_eq!(r.status, 400, "{body:?}");
+        assert!(json(&r)["error"].is_string(), "{body:?}");
+    }
+    // Only POST logs in.
+    let r = client.get("/api/login");
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("POST"));
+}
+
+#[test]
+fn api_me_knows_the_session_cookie() {
+    let server = start();
+    let mut client = connect(&server);
+    let login = client.post_json("/api/login", r#"{"username": "bob", "password": "secret"}"#);
+    // What a cookie jar would send back: the pair before the attributes.
+    let set_cookie = login.header("set-cookie").expect("a session cookie");
+    let pair = set_cookie.split(';').next().unwrap();
+    assert_eq!(pair, "session=sess-bob");
+
+    let bob = serde_json::json!({"user": "bob"});
+    let r = client.call("GET", "/api/me", &[&format!("Cookie: {pair}")], b"");
+    assert_eq!((r.status, json(&r)), (200, bob.clone()));
+    let r = client.call(
+        "GET",
+        "/api/me",
+        &["Cookie: theme=dark; session=sess-bob; lang=en"],
+        b"",
+    );
+    assert_eq!((r.status, json(&r)), (200, bob.clone()));
+    let r = client.call(
+        "GET",
+        "/api/me",
+        &["Cookie: theme=dark", "Cookie: session=sess-bob"],
+        b"",
+    );
+    assert_eq!((r.status, json(&r)), (200, bob));
+}
+
+#[test]
+fn api_me_knows_the_bearer_token() {
+    let server = start();
+    let mut client = connect(&server);
+    let login = client.post_json("/api/login", r#"{"username": "carol", "password": "secret"}"#);
+    let token = json(&login)["token"].as_str().unwrap().to_owned();
+    let r = client.call(
+        "GET",
+        "/api/me",
+        &[&format!("Authorization: Bearer {token}")],
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(json(&r), serde_json::json!({"user": "carol"}));
+}
+
+#[test]
+fn api_me_without_credentials_is_401() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.get("/api/me");
+    assert_eq!(r.status, 401);
+    assert!(json(&r)["error"].is_string());
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    for wrong in [
+        "Cookie: theme=dark",
+        "Cookie: session=bob",
+        "Authorization: Bearer sess-bob",
+        "Authorization: Basic Ym9iOnNlY3JldA==",
+    ] {
+        assert_eq!(
+            client.call("GET", "/api/me", &[wrong], b"").status,
+            401,
+            "{wrong}"
+        );
+    }
+}
+
+#[test]
+fn api_users_are_listed_ten_per_page() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.get("/api/users");
+    assert_eq!(r.status, 200);
+    let first = json(&r);
+    assert_eq!(user_ids(&first), (1..=10).collect::<Vec<_>>());
+    assert_eq!(first["total"], 100);
+    assert_eq!(
+        first["users"][0],
+        serde_json::json!({"id": 1, "name": "user-1", "email": "user-1@example.test"})
+    );
+
+    let second = json(&client.get("/api/users?page=2"));
+    assert_eq!(user_ids(&second), (11..=20).collect::<Vec<_>>());
+    assert_eq!(second["total"], 100);
+    assert_eq!(second["users"][9]["email"], "user-20@example.test");
+
+    let r = client.get("/api/users?page=11");
+    assert_eq!(r.status, 200);
+    assert_eq!(json(&r), serde_json::json!({"users": [], "total": 100}));
+
+    assert_eq!(client.get("/api/users?page=0").status, 400);
+    assert_eq!(client.get("/api/users?page=two").status, 400);
+}
+
+#[test]
+fn api_head_of_users_has_the_length_but_no_body() {
+    let server = start();
+    let mut client = connect(&server);
+    let full = client.get("/api/users");
+    let head = client.call("HEAD", "/api/users", &[], b"");
+    assert_eq!(head.status, 200);
+    assert_eq!(
+        head.header("content-length"),
+        Some(full.body.len().to_string().as_str())
+    );
+    // A body would show up here, ahead of the next response.
+    assert_eq!(client.get("/hi").body, b"world");
+}
+
+#[test]
+fn api_user_by_id() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.get("/api/users/7");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        json(&r),
+        serde_json::json!({"id": 7, "name": "user-7", "email": "user-7@example.test"})
+    );
+    let r = client.get("/api/users/0");
+    assert_eq!(r.status, 404);
+    assert_eq!(json(&r), serde_json::json!({"error": "no such user"}));
+    assert_eq!(client.get("/api/users/101").status, 404);
+    let r = client.get("/api/users/abc");
+    assert_eq!(r.status, 400);
+    assert!(json(&r)["error"].is_string());
+}
+
+#[test]
+fn api_create_user_answers_201() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.post_json("/api/users", r#"{"name": "dave", "role": "tester"}"#);
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        json(&r),
+        serde_json::json!({"id": 101, "name": "dave", "created": true})
+    );
+    for bad in ["", "{", r#"{"role": "tester"}"#, r#""dave""#] {
+        let r = client.post_json("/api/users", bad);
+        assert_eq!(r.status, 400, "{bad:?}");
+        assert!(json(&r)["error"].is_string());
+    }
+    // Nothing was stored.
+    assert_eq!(client.get("/api/users/101").status, 404);
+}
+
+#[test]
+fn api_echo_headers_shows_custom_headers_and_cookies() {
+    let server = start();
+    let mut client = connect(&server);
+    let r = client.call(
+        "GET",
+        "/api/echo-headers",
+        &["X-Scenario-Step: 3", "Cookie: session=sess-bob; theme=dark"],
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    let headers = json(&r);
+    assert_eq!(headers["x-scenario-step"], "3", "{headers}");
+    assert_eq!(headers["cookie"], "session=sess-bob; theme=dark", "{headers}");
+    assert_eq!(headers["host"], "test", "{headers}");
+}
+
+#[test]
+fn api_requests_pipeline_with_the_rest() {
+    let server = start();
+    let mut client = connect(&server);
+    let login = r#"{"username":"eve","password":"secret"}"#;
+    let mut batch = format!(
+        "POST /api/login HTTP/1.1\r\nContent-Length: {}\r\n\r\n{login}",
+        login.len()
+    )
+    .into_bytes();
+    batch.extend_from_slice(
+        b"GET /api/me HTTP/1.1\r\nCookie: session=sess-eve\r\n\r\n\
+          GET /hi HTTP/1.1\r\n\r\n\
+          GET /api/users/3 HTTP/1.1\r\n\r\n",
+    );
+    client.send(&batch);
+    assert_eq!(json(&client.response())["token"], "tok-eve");
+    assert_eq!(json(&client.response())["user"], "eve");
+    assert_eq!(client.response().body, b"world");
+    assert_eq!(json(&client.response())["id"], 3);
+}
