@@ -17,6 +17,7 @@ pub mod recorder;
 pub mod report;
 pub mod run;
 pub mod sample;
+pub mod scenario;
 pub mod server;
 pub mod slo;
 pub mod step;

@@ -1,0 +1,611 @@
+//! Reads a drill-style benchmark file into a [`PlanFile`], checking every
+//! key: anything volley does not support is an error naming the file, the
+//! line and the key, never silently ignored.
+//!
+//! The YAML is walked as marked nodes (marked-yaml), so every value knows
+//! its line; includes are read relative to the including file.
+
+use marked_yaml::Node;
+use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
+use serde_json::Value;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A problem in a plan file, pointing at where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
+    }
+}
+
+impl std::error::Error for FileError {}
+
+/// The top level of a plan file, as written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanFile {
+    pub base: Option<String>,
+    pub concurrency: Option<usize>,
+    pub iterations: Option<u64>,
+    /// Seconds over which the concurrency ramps up.
+    pub rampup: Option<Duration>,
+    pub run_time: Option<Duration>,
+    pub success_codes: Option<Vec<u16>>,
+    pub new_conn_per_iter: Option<bool>,
+    pub items: Vec<ItemDef>,
+}
+
+/// A body: inline text or a file read when the plan is loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BodyDef {
+    Text(String),
+    File(PathBuf),
+}
+
+/// A request of a plan item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestDef {
+    pub url: String,
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<BodyDef>,
+}
+
+/// Where an item's `with_items*` values come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ItemsDef {
+    List(Vec<Value>),
+    Range { start: i64, step: i64, stop: i64 },
+    Csv { file: PathBuf, quote: u8 },
+}
+
+/// What a plan item does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActionDef {
+    Request {
+        request: RequestDef,
+        assign: Option<String>,
+    },
+    /// `assign: {key, value}` on its own.
+    Assign {
+        key: String,
+        value: String,
+    },
+    Assert {
+        key: String,
+        value: String,
+    },
+    Delay(Duration),
+    Include(PathBuf),
+}
+
+/// One plan item, with where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemDef {
+    pub name: String,
+    pub action: ActionDef,
+    pub tags: Vec<String>,
+    pub items: Option<ItemsDef>,
+    pub shuffle: bool,
+    pub pick: Option<usize>,
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+/// Walks one file's nodes, knowing the file for error messages.
+struct Reader<'a> {
+    file: &'a Path,
+}
+
+fn line_of(node: &Node) -> usize {
+    node.span().start().map_or(0, |m| m.line())
+}
+
+fn key_line(key: &MarkedScalarNode) -> usize {
+    key.span().start().map_or(0, |m| m.line())
+}
+
+impl Reader<'_> {
+    fn err(&self, line: usize, message: impl Into<String>) -> FileError {
+        FileError {
+            file: self.file.to_path_buf(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    fn mapping<'n>(&self, node: &'n Node, what: &str) -> Result<&'n MarkedMappingNode, FileError> {
+        node.as_mapping()
+            .ok_or_else(|| self.err(line_of(node), format!("'{what}' must be a mapping")))
+    }
+
+    fn string(&self, node: &Node, key: &str) -> Result<String, FileError> {
+        match node {
+            Node::Scalar(s) => Ok(s.as_str().to_string()),
+            _ => Err(self.err(line_of(node), format!("'{key}' must be a single value"))),
+        }
+    }
+
+    fn number<T: std::str::FromStr>(&self, node: &Node, key: &str) -> Result<T, FileError> {
+        let text = self.string(node, key)?;
+        text.trim()
+            .parse()
+            .map_err(|_| self.err(line_of(node), format!("'{key}' must be a number, not '{text}'")))
+    }
+
+    fn boolean(&self, node: &Node, key: &str) -> Result<bool, FileError> {
+        match self.string(node, key)?.trim() {
+            "true" | "yes" | "on" => Ok(true),
+            "false" | "no" | "off" => Ok(false),
+            other => Err(self.err(
+                line_of(node),
+                format!("'{key}' must be true or false, not '{other}'"),
+            )),
+        }
+    }
+
+    /// Seconds (`3`, `1.5`) or a duration (`2s`, `500ms`).
+    fn duration(&self, node: &Node, key: &str) -> Result<Duration, FileError> {
+        let text = self.string(node, key)?;
+        let text = text.trim();
+        if let Ok(secs) = text.parse::<f64>()
+            && secs >= 0.0
+            && secs.is_finite()
+        {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+        humantime::parse_duration(text).map_err(|_| {
+            self.err(
+                line_of(node),
+                format!("'{key}' must be seconds or a duration like 2s, not '{text}'"),
+            )
+        })
+    }
+
+    fn string_list(&self, node: &Node, key: &str) -> Result<Vec<String>, FileError> {
+        match node {
+            Node::Sequence(seq) => seq.iter().map(|n| self.string(n, key)).collect(),
+            Node::Scalar(s) => Ok(vec![s.as_str().to_string()]),
+            Node::Mapping(_) => Err(self.err(line_of(node), format!("'{key}' must be a list"))),
+        }
+    }
+
+    /// Checks a mapping's keys against the ones allowed where it stands.
+    fn only_keys(&self, map: &MarkedMappingNode, allowed: &[&str], place: &str) -> Result<(), FileError> {
+        for key in map.keys() {
+            if !allowed.contains(&key.as_str()) {
+                return Err(self.err(
+                    key_line(key),
+                    format!(
+                        "unsupported key '{}' in {place} (supported: {})",
+                        key.as_str(),
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn relative(&self, path: &str) -> PathBuf {
+        let path = Path::new(path);
+        if path.is_absolute() {
+            return path.to_path_buf();
+        }
+        self.file.parent().unwrap_or(Path::new(".")).join(path)
+    }
+
+    fn top(&self, root: &MarkedMappingNode) -> Result<PlanFile, FileError> {
+        self.only_keys(
+            root,
+            &[
+                "base",
+                "concurrency",
+                "iterations",
+                "rampup",
+                "run_time",
+                "success_codes",
+                "new_conn_per_iter",
+                "plan",
+            ],
+            "the benchmark file",
+        )?;
+        let mut plan = PlanFile::default();
+        for (key, value) in root.iter() {
+            match key.as_str() {
+                "base" => plan.base = Some(self.string(value, "base")?),
+                "concurrency" => plan.concurrency = Some(self.number(value, "concurrency")?),
+                "iterations" => plan.iterations = Some(self.number(value, "iterations")?),
+                "rampup" => plan.rampup = Some(self.duration(value, "rampup")?),
+                "run_time" => plan.run_time = Some(self.duration(value, "run_time")?),
+                "success_codes" => {
+                    let codes = self.string_list(value, "success_codes")?;
+                    let parsed = codes
+                        .iter()
+                        .map(|c| c.trim().parse::<u16>().ok().filter(|c| (100..=599).contains(c)))
+                        .collect::<Option<Vec<u16>>>()
+                        .ok_or_else(|| {
+                            self.err(line_of(value), "'success_codes' must list status codes like 200")
+                        })?;
+                    plan.success_codes = Some(parsed);
+                }
+                "new_conn_per_iter" => {
+                    plan.new_conn_per_iter = Some(self.boolean(value, "new_conn_per_iter")?)
+                }
+                "plan" => {
+                    let Node::Sequence(items) = value else {
+                        return Err(self.err(line_of(value), "'plan' must be a list of items"));
+                    };
+                    for item in items.iter() {
+                        plan.items.push(self.item(item)?);
+                    }
+                }
+                _ => unreachable!("keys checked above"),
+            }
+        }
+        if !root.contains_key("plan") {
+            return Err(self.err(
+                line_of(&Node::Mapping(root.clone())),
+                "the benchmark file has no 'plan'",
+            ));
+        }
+        Ok(plan)
+    }
+
+    fn item(&self, node: &Node) -> Result<ItemDef, FileError> {
+        let map = self.mapping(node, "plan item")?;
+        let line = line_of(node);
+        self.only_keys(
+            map,
+            &[
+                "name",
+                "request",
+                "assign",
+                "assert",
+                "delay",
+                "include",
+                "tags",
+                "with_items",
+                "with_items_range",
+                "with_items_from_csv",
+                "shuffle",
+                "pick",
+            ],
+            "a plan item",
+        )?;
+        let name = match map.get_node("name") {
+            Some(n) => self.string(n, "name")?,
+            None => return Err(self.err(line, "a plan item needs a 'name'")),
+        };
+        let actions: Vec<&str> = ["request", "assert", "delay", "include"]
+            .into_iter()
+            .filter(|k| map.contains_key(*k))
+            .collect();
+        let assign_alone = map.contains_key("assign") && actions.is_empty();
+        if actions.len() > 1 {
+            return Err(self.err(
+                line,
+                format!(
+                    "plan item '{name}' has both '{}' and '{}'",
+                    actions[0], actions[1]
+                ),
+            ));
+        }
+        if map.contains_key("assign") && !assign_alone && actions[0] != "request" {
+            return Err(self.err(
+                line,
+                format!("plan item '{name}': 'assign' goes with 'request' or stands alone"),
+            ));
+        }
+        let action = match (actions.first(), assign_alone) {
+            (Some(&"request"), _) => ActionDef::Request {
+                request: self.request(map.get_node("request").expect("checked"), &name)?,
+                assign: map
+                    .get_node("assign")
+                    .map(|n| self.string(n, "assign"))
+                    .transpose()?,
+            },
+            (Some(&"assert"), _) => {
+                let (key, value) = self.key_value(map.get_node("assert").expect("checked"), "assert")?;
+                ActionDef::Assert { key, value }
+            }
+            (Some(&"delay"), _) => {
+                let delay = self.mapping(map.get_node("delay").expect("checked"), "delay")?;
+                self.only_keys(delay, &["seconds"], "'delay'")?;
+                let seconds = delay.get_node("seconds").ok_or_else(|| {
+                    self.err(
+                        line_of(map.get_node("delay").expect("checked")),
+                        "'delay' needs 'seconds'",
+                    )
+                })?;
+                ActionDef::Delay(self.duration(seconds, "seconds")?)
+            }
+            (Some(&"include"), _) => ActionDef::Include(
+                self.relative(&self.string(map.get_node("include").expect("checked"), "include")?),
+            ),
+            (None, true) => {
+                let (key, value) = self.key_value(map.get_node("assign").expect("checked"), "assign")?;
+                ActionDef::Assign { key, value }
+            }
+            _ => {
+                return Err(self.err(
+                    line,
+                    format!("plan item '{name}' does nothing: give it a 'request', 'assign', 'assert', 'delay' or 'include'"),
+                ));
+            }
+        };
+        let items = self.items(map, &name)?;
+        if items.is_some() && !matches!(action, ActionDef::Request { .. }) {
+            return Err(self.err(
+                line,
+                format!("plan item '{name}': with_items goes with 'request'"),
+            ));
+        }
+        let shuffle = map
+            .get_node("shuffle")
+            .map(|n| self.boolean(n, "shuffle"))
+            .transpose()?
+            .unwrap_or(false);
+        let pick = map
+            .get_node("pick")
+            .map(|n| self.number::<usize>(n, "pick"))
+            .transpose()?;
+        if (shuffle || pick.is_some()) && items.is_none() {
+            return Err(self.err(
+                line,
+                format!("plan item '{name}': 'shuffle' and 'pick' go with with_items"),
+            ));
+        }
+        Ok(ItemDef {
+            name,
+            action,
+            tags: map
+                .get_node("tags")
+                .map(|n| self.string_list(n, "tags"))
+                .transpose()?
+                .unwrap_or_default(),
+            items,
+            shuffle,
+            pick,
+            file: self.file.to_path_buf(),
+            line,
+        })
+    }
+
+    fn key_value(&self, node: &Node, what: &str) -> Result<(String, String), FileError> {
+        let map = self.mapping(node, what)?;
+        self.only_keys(map, &["key", "value"], &format!("'{what}'"))?;
+        let get = |k: &str| {
+            map.get_node(k)
+                .ok_or_else(|| self.err(line_of(node), format!("'{what}' needs '{k}'")))
+                .and_then(|n| self.string(n, k))
+        };
+        Ok((get("key")?, get("value")?))
+    }
+
+    fn request(&self, node: &Node, name: &str) -> Result<RequestDef, FileError> {
+        let map = self.mapping(node, "request")?;
+        self.only_keys(map, &["url", "method", "headers", "body"], "'request'")?;
+        let url = match map.get_node("url") {
+            Some(n) => self.string(n, "url")?,
+            None => return Err(self.err(line_of(node), format!("the request of '{name}' needs a 'url'"))),
+        };
+        let method = map
+            .get_node("method")
+            .map(|n| self.string(n, "method"))
+            .transpose()?
+            .unwrap_or("GET".into());
+        let method = method.trim().to_ascii_uppercase();
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(self.err(
+                line_of(map.get_node("method").unwrap_or(node)),
+                format!("invalid method '{method}'"),
+            ));
+        }
+        let mut headers = Vec::new();
+        if let Some(h) = map.get_node("headers") {
+            let hmap = self.mapping(h, "headers")?;
+            for (k, v) in hmap.iter() {
+                headers.push((k.as_str().to_string(), self.string(v, k.as_str())?));
+            }
+        }
+        let body = match map.get_node("body") {
+            None => None,
+            Some(Node::Scalar(s)) => Some(BodyDef::Text(s.as_str().to_string())),
+            Some(b @ Node::Mapping(bmap)) => {
+                self.only_keys(bmap, &["file"], "'body'")?;
+                let file = bmap
+                    .get_node("file")
+                    .ok_or_else(|| self.err(line_of(b), "'body' needs 'file' or text"))?;
+                Some(BodyDef::File(self.relative(&self.string(file, "file")?)))
+            }
+            Some(other) => return Err(self.err(line_of(other), "'body' must be text or {file: PATH}")),
+        };
+        Ok(RequestDef {
+            url,
+            method,
+            headers,
+            body,
+        })
+    }
+
+    fn items(&self, map: &MarkedMappingNode, name: &str) -> Result<Option<ItemsDef>, FileError> {
+        let given: Vec<&str> = ["with_items", "with_items_range", "with_items_from_csv"]
+            .into_iter()
+            .filter(|k| map.contains_key(*k))
+            .collect();
+        if given.len() > 1 {
+            return Err(self.err(
+                key_line(map.keys().find(|k| k.as_str() == given[1]).expect("present")),
+                format!("plan item '{name}' has both '{}' and '{}'", given[0], given[1]),
+            ));
+        }
+        let Some(kind) = given.first() else {
+            return Ok(None);
+        };
+        let node = map.get_node(kind).expect("present");
+        Ok(Some(match *kind {
+            "with_items" => {
+                let Node::Sequence(seq) = node else {
+                    return Err(self.err(line_of(node), "'with_items' must be a list"));
+                };
+                ItemsDef::List(seq.iter().map(to_json).collect())
+            }
+            "with_items_range" => {
+                let range = self.mapping(node, "with_items_range")?;
+                self.only_keys(range, &["start", "step", "stop"], "'with_items_range'")?;
+                let get = |k: &str, default: Option<i64>| match range.get_node(k) {
+                    Some(n) => self.number::<i64>(n, k),
+                    None => default
+                        .ok_or_else(|| self.err(line_of(node), format!("'with_items_range' needs '{k}'"))),
+                };
+                let (start, step, stop) = (get("start", None)?, get("step", Some(1))?, get("stop", None)?);
+                if step <= 0 || stop < start {
+                    return Err(self.err(
+                        line_of(node),
+                        "'with_items_range' needs step > 0 and stop >= start",
+                    ));
+                }
+                ItemsDef::Range { start, step, stop }
+            }
+            _ => match node {
+                Node::Scalar(s) => ItemsDef::Csv {
+                    file: self.relative(s.as_str()),
+                    quote: b'"',
+                },
+                Node::Mapping(csv) => {
+                    self.only_keys(csv, &["file_name", "quote_char"], "'with_items_from_csv'")?;
+                    let file = csv
+                        .get_node("file_name")
+                        .ok_or_else(|| self.err(line_of(node), "'with_items_from_csv' needs 'file_name'"))?;
+                    let quote = match csv.get_node("quote_char") {
+                        Some(q) => {
+                            let q = self.string(q, "quote_char")?;
+                            match q.as_bytes() {
+                                [b] => *b,
+                                _ => {
+                                    return Err(self.err(line_of(node), "'quote_char' must be one character"));
+                                }
+                            }
+                        }
+                        None => b'"',
+                    };
+                    ItemsDef::Csv {
+                        file: self.relative(&self.string(file, "file_name")?),
+                        quote,
+                    }
+                }
+                Node::Sequence(_) => {
+                    return Err(self.err(
+                        line_of(node),
+                        "'with_items_from_csv' must be a file or {file_name, quote_char}",
+                    ));
+                }
+            },
+        }))
+    }
+}
+
+/// A YAML node as JSON, for items: numbers and booleans keep their type.
+fn to_json(node: &Node) -> Value {
+    match node {
+        Node::Scalar(s) => {
+            let text = s.as_str();
+            if let Ok(n) = text.parse::<i64>() {
+                Value::from(n)
+            } else if let Ok(f) = text.parse::<f64>() {
+                serde_json::Number::from_f64(f).map_or_else(|| Value::from(text), Value::Number)
+            } else if text == "true" || text == "false" {
+                Value::Bool(text == "true")
+            } else {
+                Value::from(text)
+            }
+        }
+        Node::Sequence(seq) => Value::Array(seq.iter().map(to_json).collect()),
+        Node::Mapping(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.as_str().to_string(), to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// Reads and checks one plan file (includes are left to the caller).
+pub fn read(path: &Path) -> Result<PlanFile, FileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| FileError {
+        file: path.to_path_buf(),
+        line: 0,
+        message: format!("cannot read: {e}"),
+    })?;
+    parse(path, &text)
+}
+
+/// Parses plan file text; `path` names it in errors and anchors includes.
+pub fn parse(path: &Path, text: &str) -> Result<PlanFile, FileError> {
+    let reader = Reader { file: path };
+    let root = marked_yaml::parse_yaml(0, text).map_err(|e| {
+        let message = e.to_string();
+        let line = yaml_error_line(&message);
+        reader.err(line, format!("not valid YAML: {message}"))
+    })?;
+    let map = reader.mapping(&root, "the benchmark file")?;
+    reader.top(map)
+}
+
+/// Reads an included file: a list of plan items (or a mapping with `plan`).
+pub fn read_included(path: &Path, from: &ItemDef) -> Result<Vec<ItemDef>, FileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| FileError {
+        file: from.file.clone(),
+        line: from.line,
+        message: format!("cannot include '{}': {e}", path.display()),
+    })?;
+    let reader = Reader { file: path };
+    // An included file is a bare list of items; marked-yaml wants a mapping
+    // at the top, so the list is read as the value of a synthetic key.
+    let wrapped = format!("plan:\n{}", indent(&text));
+    let root = marked_yaml::parse_yaml(0, &wrapped).map_err(|e| {
+        let message = e.to_string();
+        reader.err(
+            yaml_error_line(&message).saturating_sub(1),
+            format!("not valid YAML: {message}"),
+        )
+    })?;
+    let map = reader.mapping(&root, "the included file")?;
+    let Some(Node::Sequence(items)) = map.get_node("plan") else {
+        return Err(reader.err(1, "an included file must be a list of plan items"));
+    };
+    items
+        .iter()
+        .map(|n| {
+            reader.item(n).map(|mut item| {
+                item.line = item.line.saturating_sub(1);
+                item
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|mut e| {
+            e.line = e.line.saturating_sub(1);
+            e
+        })
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// marked-yaml's messages carry "line N"; pull it out for the error's line.
+fn yaml_error_line(message: &str) -> usize {
+    let digits = message
+        .split("line ")
+        .nth(1)
+        .map(|rest| rest.chars().take_while(char::is_ascii_digit).collect::<String>())
+        .unwrap_or_default();
+    digits.parse().unwrap_or(0)
+}

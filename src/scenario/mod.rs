@@ -1,0 +1,362 @@
+//! Scenario files: drill's benchmark format, run unchanged.
+//!
+//! [`file`] reads and checks the YAML; this module resolves includes and
+//! tags, expands `with_items*`, reads bodies and CSV files, and compiles
+//! every `{{ ... }}` ([`template`]) into a [`Scenario`] ready to run: all
+//! names resolved, all files read, before the first request.
+
+pub mod file;
+pub mod template;
+
+use file::{ActionDef, BodyDef, FileError, ItemDef, ItemsDef, PlanFile};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use template::{Names, Template, VarRef};
+
+/// Includes nested deeper than this are taken for a cycle.
+const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// A request step's compiled parts.
+#[derive(Clone, Debug)]
+pub struct RequestStep {
+    pub method: String,
+    /// Renders to a path (`/x`) or an absolute URL on the plan's origin.
+    pub url: Template,
+    pub headers: Vec<(String, Template)>,
+    pub body: Body,
+    /// The variable slot the response is assigned to.
+    pub assign: Option<usize>,
+    pub items: Option<Items>,
+}
+
+/// A request body.
+#[derive(Clone, Debug)]
+pub enum Body {
+    None,
+    Template(Template),
+    /// Read from a file at load time.
+    Bytes(Vec<u8>),
+}
+
+/// Expanded `with_items` values and how to draw from them.
+#[derive(Clone, Debug)]
+pub struct Items {
+    pub values: Vec<Value>,
+    pub shuffle: bool,
+    pub pick: Option<usize>,
+}
+
+/// What a step does.
+#[derive(Clone, Debug)]
+pub enum StepKind {
+    Request(Box<RequestStep>),
+    Assign { slot: usize, value: Template },
+    Assert { key: VarRef, expected: Template },
+    Delay(Duration),
+}
+
+/// One step of an iteration.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub name: String,
+    /// Index of this step's statistics (steps with the same name share).
+    pub stat: usize,
+    pub kind: StepKind,
+}
+
+/// A loaded, checked, compiled plan.
+#[derive(Clone, Debug, Default)]
+pub struct Scenario {
+    pub file: PathBuf,
+    pub base: Option<String>,
+    pub concurrency: Option<usize>,
+    pub iterations: Option<u64>,
+    pub rampup: Option<Duration>,
+    pub run_time: Option<Duration>,
+    pub success_codes: Option<Vec<u16>>,
+    pub new_conn_per_iter: bool,
+    pub steps: Vec<Step>,
+    /// Names of the per-step statistics, in order of first appearance.
+    pub stat_names: Vec<String>,
+    /// How many variable slots an iteration needs.
+    pub vars: usize,
+    /// Variable names by slot (for messages).
+    pub var_names: Vec<String>,
+}
+
+/// Which items to keep.
+#[derive(Clone, Debug, Default)]
+pub struct TagFilter {
+    /// Keep only items with one of these tags (empty: all).
+    pub tags: Vec<String>,
+    /// Drop items with one of these tags.
+    pub skip_tags: Vec<String>,
+}
+
+impl TagFilter {
+    fn keeps(&self, item: &ItemDef) -> bool {
+        let has = |list: &[String]| item.tags.iter().any(|t| list.contains(t));
+        (self.tags.is_empty() || has(&self.tags)) && !has(&self.skip_tags)
+    }
+}
+
+fn at(item: &ItemDef, message: impl Into<String>) -> FileError {
+    FileError {
+        file: item.file.clone(),
+        line: item.line,
+        message: message.into(),
+    }
+}
+
+/// Names known while compiling: variables assigned so far.
+struct Known<'a> {
+    vars: &'a [String],
+    base: Option<&'a str>,
+    items: bool,
+}
+
+impl Names for Known<'_> {
+    fn var(&self, name: &str) -> Option<usize> {
+        self.vars.iter().position(|v| v == name)
+    }
+    fn base(&self) -> Option<&str> {
+        self.base
+    }
+    fn has_items(&self) -> bool {
+        self.items
+    }
+}
+
+/// Loads a plan file with its includes, keeping the items `filter` keeps;
+/// `base` (from the command line) replaces the file's.
+pub fn load(path: &Path, filter: &TagFilter, base: Option<&str>) -> Result<Scenario, FileError> {
+    let mut plan = file::read(path)?;
+    if let Some(base) = base {
+        plan.base = Some(base.to_string());
+    }
+    let mut items = Vec::new();
+    flatten(plan.items.clone(), filter, 0, &mut items)?;
+    compile(path, &plan, items)
+}
+
+/// Inlines includes (depth-first, in place) and applies the tag filter.
+fn flatten(
+    items: Vec<ItemDef>,
+    filter: &TagFilter,
+    depth: usize,
+    out: &mut Vec<ItemDef>,
+) -> Result<(), FileError> {
+    for item in items {
+        if let ActionDef::Include(path) = &item.action {
+            if depth >= MAX_INCLUDE_DEPTH {
+                return Err(at(
+                    &item,
+                    format!("includes nested more than {MAX_INCLUDE_DEPTH} deep (a cycle?)"),
+                ));
+            }
+            // An include's tags select the whole included file.
+            if !filter.keeps(&item) && !item.tags.is_empty() {
+                continue;
+            }
+            let included = file::read_included(path, &item)?;
+            flatten(included, filter, depth + 1, out)?;
+        } else if filter.keeps(&item) {
+            out.push(item);
+        }
+    }
+    Ok(())
+}
+
+fn compile(path: &Path, plan: &PlanFile, items: Vec<ItemDef>) -> Result<Scenario, FileError> {
+    let mut scenario = Scenario {
+        file: path.to_path_buf(),
+        base: plan.base.clone(),
+        concurrency: plan.concurrency,
+        iterations: plan.iterations,
+        rampup: plan.rampup,
+        run_time: plan.run_time,
+        success_codes: plan.success_codes.clone(),
+        new_conn_per_iter: plan.new_conn_per_iter.unwrap_or(false),
+        ..Scenario::default()
+    };
+    if items.is_empty() {
+        return Err(FileError {
+            file: path.to_path_buf(),
+            line: 0,
+            message: "no plan item left to run (check --tags)".into(),
+        });
+    }
+    for item in items {
+        let stat = match scenario.stat_names.iter().position(|n| *n == item.name) {
+            Some(i) => i,
+            None => {
+                scenario.stat_names.push(item.name.clone());
+                scenario.stat_names.len() - 1
+            }
+        };
+        let kind = compile_item(&item, &mut scenario)?;
+        scenario.steps.push(Step {
+            name: item.name.clone(),
+            stat,
+            kind,
+        });
+    }
+    scenario.vars = scenario.var_names.len();
+    Ok(scenario)
+}
+
+/// The slot for variable `name`, new or reused.
+fn slot_for(scenario: &mut Scenario, name: &str) -> usize {
+    match scenario.var_names.iter().position(|v| v == name) {
+        Some(slot) => slot,
+        None => {
+            scenario.var_names.push(name.to_string());
+            scenario.var_names.len() - 1
+        }
+    }
+}
+
+fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, FileError> {
+    let tpl = |text: &str, items: bool, scenario: &Scenario| {
+        let known = Known {
+            vars: &scenario.var_names,
+            base: scenario.base.as_deref(),
+            items,
+        };
+        Template::compile(text, &known).map_err(|e| at(item, format!("in '{}': {e}", item.name)))
+    };
+    Ok(match &item.action {
+        ActionDef::Request { request, assign } => {
+            let items = item
+                .items
+                .as_ref()
+                .map(|def| expand_items(item, def))
+                .transpose()?;
+            let has_items = items.is_some();
+            let url = tpl(&request.url, has_items, scenario)?;
+            let headers = request
+                .headers
+                .iter()
+                .map(|(name, value)| Ok((name.clone(), tpl(value, has_items, scenario)?)))
+                .collect::<Result<Vec<_>, FileError>>()?;
+            let body = match &request.body {
+                None => Body::None,
+                Some(BodyDef::Text(text)) => Body::Template(tpl(text, has_items, scenario)?),
+                Some(BodyDef::File(path)) => Body::Bytes(std::fs::read(path).map_err(|e| {
+                    at(
+                        item,
+                        format!(
+                            "cannot read the body file '{}' of '{}': {e}",
+                            path.display(),
+                            item.name
+                        ),
+                    )
+                })?),
+            };
+            // The assignment takes effect after this request, so the
+            // request's own templates cannot see it.
+            let assign = assign.as_ref().map(|name| slot_for(scenario, name));
+            let items = items.map(|values| Items {
+                values,
+                shuffle: item.shuffle,
+                pick: item.pick,
+            });
+            StepKind::Request(Box::new(RequestStep {
+                method: request.method.clone(),
+                url,
+                headers,
+                body,
+                assign,
+                items,
+            }))
+        }
+        ActionDef::Assign { key, value } => {
+            let value = tpl(value, false, scenario)?;
+            StepKind::Assign {
+                slot: slot_for(scenario, key),
+                value,
+            }
+        }
+        ActionDef::Assert { key, value } => {
+            let known = Known {
+                vars: &scenario.var_names,
+                base: scenario.base.as_deref(),
+                items: false,
+            };
+            let key = match template::resolve(key, &known) {
+                Ok(Ok(var)) => var,
+                Ok(Err(_)) => {
+                    return Err(at(
+                        item,
+                        format!("assert key '{key}' must name an assigned value"),
+                    ));
+                }
+                Err(e) => return Err(at(item, format!("in '{}': {e}", item.name))),
+            };
+            StepKind::Assert {
+                key,
+                expected: tpl(value, false, scenario)?,
+            }
+        }
+        ActionDef::Delay(d) => StepKind::Delay(*d),
+        ActionDef::Include(_) => unreachable!("includes are inlined before compiling"),
+    })
+}
+
+fn expand_items(item: &ItemDef, def: &ItemsDef) -> Result<Vec<Value>, FileError> {
+    let values = match def {
+        ItemsDef::List(values) => values.clone(),
+        ItemsDef::Range { start, step, stop } => {
+            let count = (stop - start) / step + 1;
+            if count > 10_000_000 {
+                return Err(at(item, "with_items_range has more than 10,000,000 values"));
+            }
+            (0..count).map(|i| Value::from(start + i * step)).collect()
+        }
+        ItemsDef::Csv { file, quote } => read_csv(item, file, *quote)?,
+    };
+    if values.is_empty() {
+        return Err(at(item, format!("'{}' has no items", item.name)));
+    }
+    if item.pick.is_some_and(|p| p == 0 || p > values.len()) {
+        return Err(at(
+            item,
+            format!("'pick' must be between 1 and the {} items", values.len()),
+        ));
+    }
+    Ok(values)
+}
+
+/// A CSV file with a header row: each row an object keyed by the headers.
+fn read_csv(item: &ItemDef, path: &Path, quote: u8) -> Result<Vec<Value>, FileError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .quote(quote)
+        .from_path(path)
+        .map_err(|e| {
+            at(
+                item,
+                format!("cannot read the CSV file '{}': {e}", path.display()),
+            )
+        })?;
+    let headers = reader
+        .headers()
+        .map_err(|e| at(item, format!("CSV file '{}': {e}", path.display())))?
+        .clone();
+    reader
+        .records()
+        .map(|record| {
+            let record = record.map_err(|e| at(item, format!("CSV file '{}': {e}", path.display())))?;
+            Ok(Value::Object(
+                headers
+                    .iter()
+                    .zip(record.iter())
+                    .map(|(h, v)| (h.to_string(), Value::from(v)))
+                    .collect(),
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
