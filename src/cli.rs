@@ -24,6 +24,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Run the embedded target server (test and fault endpoints).
     Serve(ServeArgs),
+    /// Run a plan file (drill's benchmark YAML): flows with per-step statistics.
+    Plan(Box<PlanArgs>),
     /// Step through levels of load and report the knee: the five criteria.
     Step(Box<StepArgs>),
     /// Start the embedded server and run a short load test against it.
@@ -33,7 +35,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// URLs to load (http:// or https://), run one after another.
-    #[arg(required = true, value_name = "URL")]
+    #[arg(value_name = "URL")]
     pub urls: Vec<String>,
     /// Concurrent connections (each has one request in flight) [default: 50].
     #[arg(short = 'c', long)]
@@ -169,7 +171,31 @@ pub struct StepArgs {
     /// Stop once a level's error rate passes this.
     #[arg(long, default_value = "50%", value_name = "PERCENT")]
     pub stop_errors: String,
+    /// Step a plan file (levels of concurrency or iterations per second)
+    /// instead of one URL.
+    #[arg(long, value_name = "FILE.yml")]
+    pub plan: Option<std::path::PathBuf>,
     /// Everything `volley run` takes (one URL; not -n, -d or --stages).
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    /// The plan file (drill's benchmark format).
+    #[arg(value_name = "FILE.yml")]
+    pub file: PathBuf,
+    /// Run only the plan items with one of these tags.
+    #[arg(long, value_delimiter = ',')]
+    pub tags: Vec<String>,
+    /// Leave out the plan items with one of these tags.
+    #[arg(long, value_delimiter = ',')]
+    pub skip_tags: Vec<String>,
+    /// The base URL, instead of the file's `base`.
+    #[arg(long, value_name = "URL")]
+    pub base: Option<String>,
+    /// Everything `volley run` takes overrides the file: -c (concurrency),
+    /// -n (iterations), -d (run_time), -R (iterations per second), --stages...
     #[command(flatten)]
     pub run: RunArgs,
 }

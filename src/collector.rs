@@ -77,6 +77,8 @@ pub struct Collector {
     next_row: u64,
     pub total: Snapshot,
     pub series: Vec<SeriesRow>,
+    /// Scenarios: each step's own series, by step.
+    pub step_series: Vec<Vec<SeriesRow>>,
     /// The planned load, for each row's target.
     profile: LoadProfile,
 }
@@ -90,6 +92,7 @@ impl Collector {
             next_row: 0,
             total: Snapshot::default(),
             series: Vec::new(),
+            step_series: Vec::new(),
             profile,
         }
     }
@@ -155,6 +158,13 @@ impl Collector {
             let start_s = index as f64 * self.interval_s;
             let target = self.target_at(row.end_s);
             let series_row = SeriesRow::from_snapshot(&row.snapshot, start_s, row.end_s, target);
+            let steps = &row.snapshot.steps;
+            if self.step_series.len() < steps.len() {
+                self.step_series.resize_with(steps.len(), Vec::new);
+            }
+            for (series, step) in self.step_series.iter_mut().zip(steps) {
+                series.push(SeriesRow::from_snapshot(step, start_s, row.end_s, target));
+            }
             self.total += &row.snapshot;
             self.series.push(series_row);
             emitted.push(series_row);

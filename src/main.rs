@@ -56,6 +56,16 @@ fn main() -> ExitCode {
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
         }
+        Command::Plan(args) => {
+            let plan = match Plan::from_plan_args(&args) {
+                Ok(plan) => plan,
+                Err(err) => return fail(EXIT_USAGE, &err.to_string()),
+            };
+            match execute(plan, &output_of(&args.run), stop) {
+                Ok((report, verdict)) => exit_for(verdict, report.runs.first().map(|r| r.url.as_str())),
+                Err(err) => fail(EXIT_FAILED, &err.to_string()),
+            }
+        }
         Command::Step(args) => {
             let step = match volley::step::StepPlan::from_args(&args) {
                 Ok(step) => step,

@@ -125,6 +125,19 @@ fn opt_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error
     }
 }
 
+fn scenario_file<S: Serializer>(
+    scenario: &Option<std::sync::Arc<crate::scenario::Scenario>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match scenario {
+        Some(sc) => s.serialize_some(&serde_json::json!({
+            "file": sc.file.display().to_string(),
+            "steps": sc.stat_names,
+        })),
+        None => s.serialize_none(),
+    }
+}
+
 fn millis_list<S: Serializer>(list: &[Duration], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(list.iter().map(|d| d.as_secs_f64() * 1000.0))
 }
@@ -142,6 +155,12 @@ pub struct Plan {
     pub stages: Option<Vec<Stage>>,
     /// Open model: the pool may grow to this many connections.
     pub max_connections: Option<usize>,
+    /// A plan file's rampup: connections join over this long.
+    #[serde(rename = "rampup_s", serialize_with = "opt_secs")]
+    pub rampup: Option<Duration>,
+    /// `volley plan`: the loaded plan file (its steps are in the report).
+    #[serde(serialize_with = "scenario_file")]
+    pub scenario: Option<std::sync::Arc<crate::scenario::Scenario>>,
     /// Worker threads; never more than connections.
     pub threads: usize,
     /// Stop after exactly this many measured requests.
@@ -384,6 +403,8 @@ impl Plan {
             rate,
             stages,
             max_connections: args.max_connections,
+            rampup: None,
+            scenario: None,
             threads: threads.min(connections),
             requests: args.requests,
             duration,
@@ -407,6 +428,77 @@ impl Plan {
     /// remainder one each to the first workers, none dropped.
     pub fn connections_of(&self, index: usize) -> usize {
         share(self.connections as u64, self.threads, index) as usize
+    }
+}
+
+impl Plan {
+    /// Resolves `volley plan`: the file's settings, overridden by flags.
+    pub fn from_plan_args(args: &crate::cli::PlanArgs) -> Result<Plan, PlanError> {
+        use crate::scenario::{self, StepKind, TagFilter};
+        let filter = TagFilter {
+            tags: args.tags.clone(),
+            skip_tags: args.skip_tags.clone(),
+        };
+        let scenario =
+            scenario::load(&args.file, &filter, args.base.as_deref()).map_err(|e| invalid(e.to_string()))?;
+        let run = &args.run;
+        if !run.urls.is_empty() {
+            return Err(invalid("volley plan takes its URLs from the plan file ('base')"));
+        }
+        if run.method != "GET" || !run.headers.is_empty() || run.body.is_some() || run.body_file.is_some() {
+            return Err(invalid(
+                "the plan file sets the requests: drop -m, -H, -b and --body-file",
+            ));
+        }
+        if run.pipeline > 1 {
+            return Err(invalid(
+                "--pipeline does not go with a plan (its requests depend on each other)",
+            ));
+        }
+        let origin = match &scenario.base {
+            Some(base) => base.clone(),
+            // No base: take the origin of the first absolute URL.
+            None => scenario
+                .steps
+                .iter()
+                .find_map(|s| match &s.kind {
+                    StepKind::Request(r) => r.url.as_static().map(str::to_string),
+                    _ => None,
+                })
+                .and_then(|u| url::Url::parse(&u).ok())
+                .map(|u| u.origin().ascii_serialization())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "{}: set 'base' (a plan runs against one origin)",
+                        args.file.display()
+                    ))
+                })?,
+        };
+        let mut resolved = run.clone();
+        resolved.urls = vec![origin];
+        if resolved.connections.is_none() && (resolved.stages.is_none() || resolved.rate.is_some()) {
+            resolved.connections = scenario.concurrency;
+        }
+        if resolved.requests.is_none() && resolved.duration.is_none() && resolved.stages.is_none() {
+            resolved.requests = scenario.iterations;
+            resolved.duration = scenario
+                .run_time
+                .map(|d| humantime::format_duration(d).to_string());
+            if resolved.requests.is_none() && resolved.duration.is_none() {
+                resolved.requests = Some(1);
+            }
+        }
+        if resolved.status.is_none()
+            && let Some(codes) = &scenario.success_codes
+        {
+            resolved.status = Some(codes.iter().map(u16::to_string).collect::<Vec<_>>().join(","));
+        }
+        let mut plan = Plan::from_args(&resolved)?;
+        if resolved.stages.is_none() && resolved.rate.is_none() {
+            plan.rampup = scenario.rampup.filter(|r| !r.is_zero());
+        }
+        plan.scenario = Some(std::sync::Arc::new(scenario));
+        Ok(plan)
     }
 }
 

@@ -127,6 +127,8 @@ pub struct Snapshot {
     pub failures: Timings,
     /// Open model only: how well the schedule held.
     pub pacing: Pacing,
+    /// Scenarios: one snapshot per named plan item (empty otherwise).
+    pub steps: Vec<Snapshot>,
     /// The first message seen for each error kind, as an example.
     pub error_examples: [Option<String>; ErrorKind::COUNT],
 }
@@ -143,12 +145,45 @@ impl Default for Snapshot {
             service: Timings::default(),
             failures: Timings::default(),
             pacing: Pacing::default(),
+            steps: Vec::new(),
             error_examples: Default::default(),
         }
     }
 }
 
 impl Snapshot {
+    /// An empty snapshot with room for `steps` per-step snapshots.
+    pub fn with_steps(steps: usize) -> Snapshot {
+        Snapshot {
+            steps: (0..steps).map(|_| Snapshot::default()).collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    /// Counts one finished request.
+    #[inline]
+    fn add(&mut self, sample: &Sample) {
+        self.requests += 1;
+        self.bytes += sample.bytes;
+        match sample.outcome {
+            Outcome::Ok { status } => {
+                self.ok += 1;
+                self.status[usize::from(status).min(STATUS_SLOTS - 1)] += 1;
+                self.latency.record(sample.latency_us);
+                self.service.record(sample.service_us);
+            }
+            Outcome::BadStatus { status } => {
+                self.status[usize::from(status).min(STATUS_SLOTS - 1)] += 1;
+                self.errors[ErrorKind::Status as usize] += 1;
+                self.failures.record(sample.latency_us);
+            }
+            Outcome::Failed(kind) => {
+                self.errors[kind as usize] += 1;
+                self.failures.record(sample.latency_us);
+            }
+        }
+    }
+
     /// Total failed requests of every kind.
     pub fn error_count(&self) -> u64 {
         self.errors.iter().sum()
@@ -187,6 +222,12 @@ impl AddAssign<&Snapshot> for Snapshot {
         self.service += &other.service;
         self.failures += &other.failures;
         self.pacing += &other.pacing;
+        if self.steps.len() < other.steps.len() {
+            self.steps.resize_with(other.steps.len(), Snapshot::default);
+        }
+        for (mine, theirs) in self.steps.iter_mut().zip(other.steps.iter()) {
+            *mine += theirs;
+        }
         for (mine, theirs) in self.error_examples.iter_mut().zip(other.error_examples.iter()) {
             if mine.is_none() {
                 mine.clone_from(theirs);
@@ -204,25 +245,25 @@ pub struct Recorder {
 impl Recorder {
     /// Records one finished request. Never allocates.
     pub fn record(&mut self, sample: &Sample) {
-        let snap = &mut self.current;
-        snap.requests += 1;
-        snap.bytes += sample.bytes;
-        match sample.outcome {
-            Outcome::Ok { status } => {
-                snap.ok += 1;
-                snap.status[usize::from(status).min(STATUS_SLOTS - 1)] += 1;
-                snap.latency.record(sample.latency_us);
-                snap.service.record(sample.service_us);
-            }
-            Outcome::BadStatus { status } => {
-                snap.status[usize::from(status).min(STATUS_SLOTS - 1)] += 1;
-                snap.errors[ErrorKind::Status as usize] += 1;
-                snap.failures.record(sample.latency_us);
-            }
-            Outcome::Failed(kind) => {
-                snap.errors[kind as usize] += 1;
-                snap.failures.record(sample.latency_us);
-            }
+        self.current.add(sample);
+    }
+
+    /// Records a scenario request: in the totals and in its step's own
+    /// statistics. Never allocates.
+    pub fn record_step(&mut self, step: usize, sample: &Sample) {
+        self.current.add(sample);
+        if let Some(snap) = self.current.steps.get_mut(step) {
+            snap.add(sample);
+        }
+    }
+
+    /// Keeps an error's example for a step as well as for the totals.
+    pub fn note_step_error(&mut self, step: usize, err: &RequestError) {
+        self.note_error(err);
+        if let Some(snap) = self.current.steps.get_mut(step)
+            && snap.error_examples[err.kind as usize].is_none()
+        {
+            snap.error_examples[err.kind as usize] = Some(err.message());
         }
     }
 
@@ -259,9 +300,17 @@ impl Recorder {
         self.current.error_examples[kind as usize].is_none()
     }
 
+    /// A recorder that also keeps statistics for `steps` scenario steps.
+    pub fn with_steps(steps: usize) -> Recorder {
+        Recorder {
+            current: Snapshot::with_steps(steps),
+        }
+    }
+
     /// Swaps out what was recorded since the last call.
     pub fn take(&mut self) -> Snapshot {
-        std::mem::take(&mut self.current)
+        let fresh = Snapshot::with_steps(self.current.steps.len());
+        std::mem::replace(&mut self.current, fresh)
     }
 }
 

@@ -71,6 +71,9 @@ pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Re
         }
         let log = text && output.detail != Detail::Quiet;
         let mut live = LiveView::new(log, text && tty, plan.duration);
+        if let Some(scenario) = &plan.scenario {
+            live.step_names = scenario.stat_names.clone();
+        }
         let result = engine::run(&plan, target, stop.clone(), &mut live)?;
         live.finish();
         let run = RunReport::new(&target.url, &result, &plan);
@@ -79,6 +82,7 @@ pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Re
                 let _ = writeln!(stdout, "{}", target.url);
             }
             let _ = write!(stdout, "{}", text::summary(&run, output.detail));
+            let _ = write!(stdout, "{}", text::steps_table(&run));
         }
         report.runs.push(run);
         if result.interrupted {

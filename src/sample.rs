@@ -24,10 +24,12 @@ pub enum ErrorKind {
     Tls,
     /// Any other I/O failure on an established connection.
     Io,
+    /// A scenario's `assert` did not hold (or its values were missing).
+    Assert,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
     pub const ALL: [ErrorKind; Self::COUNT] = [
         ErrorKind::Connect,
         ErrorKind::Timeout,
@@ -36,6 +38,7 @@ impl ErrorKind {
         ErrorKind::Protocol,
         ErrorKind::Tls,
         ErrorKind::Io,
+        ErrorKind::Assert,
     ];
 
     /// The stable name used in reports and the JSON contract.
@@ -48,6 +51,7 @@ impl ErrorKind {
             ErrorKind::Protocol => "protocol",
             ErrorKind::Tls => "tls",
             ErrorKind::Io => "io",
+            ErrorKind::Assert => "assert",
         }
     }
 }
@@ -76,6 +80,8 @@ pub enum ErrorDetail {
     Status(u16),
     Timeout(std::time::Duration),
     ConnectTimeout(std::time::Duration),
+    /// A message built when the error happened (scenario checks, rare).
+    Text(String),
 }
 
 impl RequestError {
@@ -111,6 +117,7 @@ impl RequestError {
             ErrorDetail::Timeout(d) => {
                 format!("no complete response within {}", humantime::format_duration(*d))
             }
+            ErrorDetail::Text(text) => text.clone(),
             ErrorDetail::ConnectTimeout(d) => {
                 format!(
                     "connection not established within {}",

@@ -111,8 +111,11 @@ pub fn geometric_levels(from: f64, to: f64, factor: f64) -> Result<Vec<f64>, Pla
 impl StepPlan {
     pub fn from_args(args: &StepArgs) -> Result<StepPlan, PlanError> {
         let run = &args.run;
-        if run.urls.len() != 1 {
-            return Err(invalid("volley step loads one URL"));
+        if args.plan.is_none() && run.urls.len() != 1 {
+            return Err(invalid("volley step loads one URL (or --plan FILE)"));
+        }
+        if args.plan.is_some() && !run.urls.is_empty() {
+            return Err(invalid("with --plan the URLs come from the plan file"));
         }
         if run.duration.is_some() || run.requests.is_some() || run.stages.is_some() || run.rate.is_some() {
             return Err(invalid(
@@ -170,14 +173,24 @@ impl StepPlan {
         let plans = levels
             .iter()
             .map(|level| {
-                Plan::from_args(&level_args(
+                let level_run = level_args(
                     run,
                     *level,
                     args.rate_steps,
                     step_duration,
                     ramp,
                     args.step_requests,
-                ))
+                );
+                match &args.plan {
+                    Some(file) => Plan::from_plan_args(&crate::cli::PlanArgs {
+                        file: file.clone(),
+                        tags: Vec::new(),
+                        skip_tags: Vec::new(),
+                        base: None,
+                        run: level_run,
+                    }),
+                    None => Plan::from_args(&level_run),
+                }
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(StepPlan {

@@ -34,6 +34,9 @@ pub struct Target {
     pub host_header: String,
     #[serde(skip)]
     pub port: u16,
+    /// `scheme://host[:port]` as written, for recognising absolute URLs.
+    #[serde(skip)]
+    pub origin: String,
     /// Path and query as sent in the request line.
     #[serde(skip)]
     pub path_and_query: String,
@@ -77,11 +80,13 @@ impl Target {
             path_and_query.push('?');
             path_and_query.push_str(query);
         }
+        let origin = format!("{}://{host_header}", url.scheme());
         Ok(Target {
             url: raw.to_string(),
             tls,
             host,
             host_header,
+            origin,
             port,
             path_and_query,
             addrs: Vec::new(),

@@ -8,7 +8,7 @@
 
 use super::Shared;
 use super::feed::{Feed, Ticket};
-use crate::http1::{BodySink, ResponseReader};
+use crate::http1::{BodySink, Capture, ResponseHead, ResponseReader};
 use crate::net::{Connector, Stream};
 use crate::recorder::Recorder;
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
@@ -23,8 +23,10 @@ use tokio::io::AsyncWriteExt;
 /// One connection's state, reused across requests and phases.
 #[derive(Default)]
 pub struct Slot {
-    stream: Option<Stream>,
+    pub(super) stream: Option<Stream>,
     reader: ResponseReader,
+    /// A scenario's per-connection buffers and variables, made on first use.
+    pub(super) iteration: Option<Box<super::iteration::IterationState>>,
     /// Set while a request is on the wire; a slot left busy (its request was
     /// cancelled) is reconnected before reuse.
     busy: bool,
@@ -36,6 +38,10 @@ pub struct WorkerCtx {
     pub connector: Connector,
     pub recorder: RefCell<Recorder>,
     pub sink: BodySink,
+    /// Scenarios: iterations started by this worker (numbers them).
+    pub iterations: std::cell::Cell<u64>,
+    pub worker: usize,
+    pub workers: usize,
 }
 
 /// A connection loop yields to the runtime after this many requests, so
@@ -89,9 +95,62 @@ async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: Slot, feed: &F
             since_yield = 0;
             tokio::task::yield_now().await;
         }
-        exchange(ctx, &mut slot, ticket).await;
+        match &ctx.shared.scenario {
+            Some(scenario) => super::iteration::run(ctx, &mut slot, ticket, scenario).await,
+            None => exchange(ctx, &mut slot, ticket).await,
+        }
     }
     slot
+}
+
+/// Connects if the slot has no usable connection (none yet, or one left
+/// mid-request), marks it busy and writes `bytes`.
+async fn connect_and_write(ctx: &WorkerCtx, slot: &mut Slot, bytes: &[u8]) -> Result<(), RequestError> {
+    if slot.busy || slot.stream.is_none() {
+        slot.stream = None;
+        slot.stream = Some(ctx.connector.connect().await?);
+        slot.reader.clear();
+    }
+    slot.busy = true;
+    let stream = slot.stream.as_mut().expect("connected just above");
+    stream.write_all(bytes).await.map_err(RequestError::from_io)
+}
+
+/// One request on the slot's connection (connecting first if needed) and
+/// its response, within the request timeout; the connection is dropped on
+/// any failure or when the server closes it.
+pub(super) async fn round_trip(
+    ctx: &WorkerCtx,
+    slot: &mut Slot,
+    bytes: &[u8],
+    is_head: bool,
+    capture: Option<&mut Capture>,
+) -> Result<ResponseHead, RequestError> {
+    let timeout = ctx.shared.timeout;
+    let work = async {
+        connect_and_write(ctx, slot, bytes).await?;
+        let stream = slot.stream.as_mut().expect("connected by connect_and_write");
+        let head = slot
+            .reader
+            .read_response_into(stream, &ctx.sink, is_head, capture)
+            .await?;
+        slot.busy = false;
+        Ok(head)
+    };
+    let result = match tokio::time::timeout(timeout, work).await {
+        Ok(result) => result,
+        Err(_) => Err(RequestError::new(
+            ErrorKind::Timeout,
+            ErrorDetail::Timeout(timeout),
+        )),
+    };
+    if result
+        .as_ref()
+        .map_or(true, |head| head.close || !ctx.shared.keepalive)
+    {
+        slot.stream = None;
+    }
+    result
 }
 
 /// One round on a connection: connect if needed, write `count` requests at
@@ -111,20 +170,7 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
     let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.timeout);
     let timed_out = || RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(ctx.shared.timeout));
     let count = ticket.count;
-    let send = async {
-        if slot.busy || slot.stream.is_none() {
-            slot.stream = None;
-            slot.stream = Some(ctx.connector.connect().await?);
-            slot.reader.clear();
-        }
-        slot.busy = true;
-        let stream = slot.stream.as_mut().expect("connected just above");
-        let bytes = &ctx.shared.request;
-        stream
-            .write_all(bytes.repeat_slice(count))
-            .await
-            .map_err(RequestError::from_io)
-    };
+    let send = connect_and_write(ctx, slot, ctx.shared.request.repeat_slice(count));
     let sent = tokio::time::timeout_at(deadline, send)
         .await
         .unwrap_or_else(|_| Err(timed_out()));
@@ -176,7 +222,7 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
     slot.busy = false;
 }
 
-fn micros_between(from: Instant, to: Instant) -> u64 {
+pub(super) fn micros_between(from: Instant, to: Instant) -> u64 {
     to.saturating_duration_since(from).as_micros() as u64
 }
 
@@ -198,7 +244,7 @@ fn fail(ctx: &WorkerCtx, err: &RequestError, ticket: Ticket, sent_at: Instant, c
     }
 }
 
-fn classify(ctx: &WorkerCtx, status: u16) -> Outcome {
+pub(super) fn classify(ctx: &WorkerCtx, status: u16) -> Outcome {
     if ctx.shared.success.contains(status) {
         return Outcome::Ok { status };
     }

@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod connection;
 pub mod feed;
+pub mod iteration;
 pub mod profile;
 pub mod timer;
 pub mod worker;
@@ -58,7 +59,14 @@ impl LoadModel {
 
     /// The model of a plan.
     pub fn of(plan: &Plan) -> LoadModel {
-        let ramp = plan.stages.clone().map(LoadProfile::ramp);
+        let ramp = match (&plan.stages, plan.rampup) {
+            (Some(stages), _) => Some(LoadProfile::ramp(stages.clone())),
+            // A plan file's rampup: connections join over it, then stay.
+            (None, Some(rampup)) if plan.rate.is_none() => {
+                Some(LoadProfile::ramp_then_hold(rampup, plan.connections as f64))
+            }
+            (None, _) => None,
+        };
         match plan.rate {
             Some(rate) => LoadModel::Open { rate, ramp },
             None => LoadModel::Closed { ramp },
@@ -76,6 +84,8 @@ pub struct Shared {
     pub keepalive: bool,
     pub pipeline: u32,
     pub model: LoadModel,
+    /// A plan file's steps (`volley plan`); `None` sends `request`.
+    pub scenario: Option<Arc<crate::scenario::Scenario>>,
     /// Whether requests have intended send times (the open model).
     pub open_model: bool,
     pub tls: Option<TlsSetup>,
@@ -122,6 +132,8 @@ pub struct RunResult {
     pub warmup: Option<PhaseSummary>,
     pub total: Snapshot,
     pub series: Vec<SeriesRow>,
+    /// Scenarios: each step's series.
+    pub step_series: Vec<Vec<SeriesRow>>,
     pub elapsed: Duration,
     /// CPU time of the worker threads during the measured phase.
     pub cpu: CpuTime,
@@ -133,7 +145,8 @@ pub struct RunResult {
 /// Watches a run as it goes.
 pub trait Observer {
     fn warmup_done(&mut self, _warmup: &PhaseSummary) {}
-    fn row(&mut self, _row: &SeriesRow) {}
+    /// A finished interval: the totals, and each scenario step's row.
+    fn row(&mut self, _row: &SeriesRow, _steps: &[SeriesRow]) {}
     /// Called a few times a second during the measured phase.
     fn tick(&mut self, _elapsed: Duration, _so_far: &Snapshot, _last: Option<&SeriesRow>) {}
 }
@@ -164,6 +177,19 @@ fn worker_limit(plan: &Plan, worker: usize, requests: Option<u64>, duration: Opt
     Limit { requests, duration }
 }
 
+/// Hands newly finished rows to the observer with their steps' rows.
+fn emit(collector: &Collector, rows: &[SeriesRow], observer: &mut dyn Observer) {
+    let first = collector.series.len() - rows.len();
+    for (i, row) in rows.iter().enumerate() {
+        let steps: Vec<SeriesRow> = collector
+            .step_series
+            .iter()
+            .filter_map(|series| series.get(first + i).copied())
+            .collect();
+        observer.row(row, &steps);
+    }
+}
+
 /// Runs the plan against one target.
 pub fn run(
     plan: &Plan,
@@ -186,6 +212,7 @@ pub fn run(
         keepalive: plan.keepalive,
         pipeline: plan.pipeline,
         model: LoadModel::of(plan),
+        scenario: plan.scenario.clone(),
         open_model: plan.rate.is_some(),
         tls,
         interval: plan.interval,
@@ -212,6 +239,7 @@ pub fn run(
             connections,
             share: connections as f64 / plan.connections as f64,
             phase: id as f64 / threads as f64,
+            workers: threads,
             may_add: share(extra as u64, threads, id) as usize,
             warmup,
             measured: worker_limit(plan, id, plan.requests, plan.duration),
@@ -250,9 +278,8 @@ pub fn run(
                 index,
                 snapshot,
             }) => {
-                for row in collector.interval(worker, index, &snapshot) {
-                    observer.row(&row);
-                }
+                let rows = collector.interval(worker, index, &snapshot);
+                emit(&collector, &rows, observer);
             }
             Ok(WorkerMsg::Finished {
                 worker,
@@ -263,9 +290,8 @@ pub fn run(
             }) => {
                 elapsed = elapsed.max(worker_elapsed);
                 cpu += worker_cpu;
-                for row in collector.finished(worker, index, &snapshot, worker_elapsed) {
-                    observer.row(&row);
-                }
+                let rows = collector.finished(worker, index, &snapshot, worker_elapsed);
+                emit(&collector, &rows, observer);
             }
             Ok(WorkerMsg::Failed(message)) => failure = Some(message),
             Err(RecvTimeoutError::Timeout) => {}
@@ -288,6 +314,7 @@ pub fn run(
         warmup,
         total: collector.total,
         series: collector.series,
+        step_series: collector.step_series,
         elapsed,
         cpu,
         threads,

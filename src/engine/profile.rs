@@ -68,6 +68,19 @@ impl LoadProfile {
         }
     }
 
+    /// Ramps from 0 to `value` over `over`, then holds it for as long as the
+    /// run lasts (a plan file's `rampup`).
+    pub fn ramp_then_hold(over: Duration, value: f64) -> LoadProfile {
+        LoadProfile {
+            start: 0.0,
+            stages: vec![Stage {
+                duration: over,
+                target: value,
+            }],
+            hold: true,
+        }
+    }
+
     /// This profile with every value multiplied (a worker's share).
     pub fn scaled(&self, factor: f64) -> LoadProfile {
         LoadProfile {

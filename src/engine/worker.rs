@@ -31,6 +31,8 @@ pub struct WorkerSpec {
     pub share: f64,
     /// Worker `id`'s offset in the open model's schedule, in [0, 1).
     pub phase: f64,
+    /// How many workers the run has (numbers scenario iterations).
+    pub workers: usize,
     /// More connections the open model may add when all are busy.
     pub may_add: usize,
     pub warmup: Option<Limit>,
@@ -84,9 +86,14 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
     let _entered = runtime.enter();
     let ctx = WorkerCtx {
         connector: Connector::new(&shared.target, shared.tls.clone(), shared.connect_timeout),
-        shared,
-        recorder: RefCell::new(Recorder::default()),
+        recorder: RefCell::new(Recorder::with_steps(
+            shared.scenario.as_ref().map_or(0, |s| s.stat_names.len()),
+        )),
         sink: BodySink::default(),
+        iterations: Cell::new(0),
+        worker: spec.id,
+        workers: spec.workers,
+        shared,
     };
     let mut slots: Vec<Slot> = (0..spec.connections).map(|_| Slot::default()).collect();
 

@@ -12,4 +12,4 @@ pub mod request;
 pub mod response;
 
 pub use request::RequestBytes;
-pub use response::{BodySink, ResponseHead, ResponseReader};
+pub use response::{BodySink, Capture, ResponseHead, ResponseReader};

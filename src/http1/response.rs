@@ -66,6 +66,87 @@ const MAX_HEAD: usize = 256 * 1024;
 const STACK_HEADERS: usize = 32;
 const MAX_HEADERS: usize = 256;
 
+/// What a scenario keeps of a response: Set-Cookie values always, and with
+/// `full` (the response is assigned to a variable) every header and the body.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub full: bool,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// `name=value` of each Set-Cookie header.
+    pub set_cookies: Vec<String>,
+}
+
+impl Capture {
+    /// Empties it for the next response, keeping its allocations.
+    pub fn clear(&mut self, full: bool) {
+        self.full = full;
+        self.headers.clear();
+        self.body.clear();
+        self.set_cookies.clear();
+    }
+
+    fn take_head(&mut self, head: &[u8]) {
+        let mut slots = [httparse::EMPTY_HEADER; STACK_HEADERS];
+        let mut many;
+        let mut response = httparse::Response::new(&mut slots);
+        if let Err(httparse::Error::TooManyHeaders) = response.parse(head) {
+            many = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
+            response = httparse::Response::new(&mut many);
+            if response.parse(head).is_err() {
+                return;
+            }
+        }
+        for h in response.headers.iter() {
+            // Only Set-Cookie is needed on every response; the rest is
+            // copied (allocating) only for responses that are assigned.
+            if h.name.eq_ignore_ascii_case("set-cookie") {
+                let value = String::from_utf8_lossy(h.value);
+                let pair = value.split(';').next().unwrap_or_default().trim();
+                if pair.contains('=') {
+                    self.set_cookies.push(pair.to_string());
+                }
+            }
+            if self.full {
+                self.headers.push((
+                    h.name.to_ascii_lowercase(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                ));
+            }
+        }
+    }
+}
+
+/// Where body bytes go: dropped into the sink, or kept.
+enum BodyDest<'a> {
+    Sink(&'a BodySink),
+    Keep(&'a mut Vec<u8>),
+}
+
+impl BodyDest<'_> {
+    /// Takes buffered body bytes.
+    fn take(&mut self, bytes: &[u8]) {
+        if let BodyDest::Keep(out) = self {
+            out.extend_from_slice(bytes);
+        }
+    }
+
+    /// Reads at most `max` more body bytes from the stream; 0 at its end.
+    async fn read<S: AsyncRead + Unpin>(&mut self, stream: &mut S, max: u64) -> Result<usize, RequestError> {
+        match self {
+            BodyDest::Sink(sink) => sink.discard(stream, max).await,
+            BodyDest::Keep(out) => {
+                let want = usize::try_from(max).unwrap_or(usize::MAX).min(SINK_SIZE);
+                let old = out.len();
+                out.resize(old + want, 0);
+                let got = stream.read(&mut out[old..]).await.map_err(RequestError::from_io);
+                out.truncate(old + *got.as_ref().unwrap_or(&0));
+                got
+            }
+        }
+    }
+}
+
 /// What the engine needs from a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResponseHead {
@@ -147,19 +228,37 @@ impl ResponseReader {
         sink: &BodySink,
         head_request: bool,
     ) -> Result<ResponseHead, RequestError> {
+        self.read_response_into(stream, sink, head_request, None).await
+    }
+
+    /// Reads one response, capturing what `capture` asks for.
+    pub async fn read_response_into<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        sink: &BodySink,
+        head_request: bool,
+        mut capture: Option<&mut Capture>,
+    ) -> Result<ResponseHead, RequestError> {
         let mut bytes = 0u64;
         loop {
             let (head_len, status, framing, close) = self.read_head(stream, head_request).await?;
+            if let Some(capture) = capture.as_deref_mut() {
+                capture.take_head(&self.buf[self.start..self.start + head_len]);
+            }
             self.start += head_len;
             bytes += head_len as u64;
             if (100..200).contains(&status) && status != 101 {
                 continue;
             }
+            let mut dest = match capture.as_deref_mut() {
+                Some(c) if c.full => BodyDest::Keep(&mut c.body),
+                _ => BodyDest::Sink(sink),
+            };
             let (body, closed) = match framing {
                 Framing::Empty => (0, false),
-                Framing::Length(n) => (self.skip(stream, sink, n).await?, false),
-                Framing::Chunked => (self.skip_chunked(stream, sink).await?, false),
-                Framing::UntilClose => (self.skip_to_eof(stream, sink).await?, true),
+                Framing::Length(n) => (self.skip(stream, &mut dest, n).await?, false),
+                Framing::Chunked => (self.skip_chunked(stream, &mut dest).await?, false),
+                Framing::UntilClose => (self.skip_to_eof(stream, &mut dest).await?, true),
             };
             bytes += body;
             return Ok(ResponseHead {
@@ -190,18 +289,19 @@ impl ResponseReader {
     }
 
     /// Consumes `n` body bytes: first what is buffered, then straight from
-    /// the socket into the sink. Returns `n`.
+    /// the socket into `dest`. Returns `n`.
     async fn skip<S: AsyncRead + Unpin>(
         &mut self,
         stream: &mut S,
-        sink: &BodySink,
+        dest: &mut BodyDest<'_>,
         n: u64,
     ) -> Result<u64, RequestError> {
         let buffered = n.min((self.end - self.start) as u64);
+        dest.take(&self.buf[self.start..self.start + buffered as usize]);
         self.start += buffered as usize;
         let mut left = n - buffered;
         while left > 0 {
-            match sink.discard(stream, left).await? {
+            match dest.read(stream, left).await? {
                 0 => {
                     return Err(closed_early(
                         "connection closed in the middle of the response body",
@@ -216,12 +316,13 @@ impl ResponseReader {
     async fn skip_to_eof<S: AsyncRead + Unpin>(
         &mut self,
         stream: &mut S,
-        sink: &BodySink,
+        dest: &mut BodyDest<'_>,
     ) -> Result<u64, RequestError> {
         let mut total = (self.end - self.start) as u64;
+        dest.take(&self.buf[self.start..self.end]);
         self.clear();
         loop {
-            match sink.discard(stream, u64::MAX).await? {
+            match dest.read(stream, u64::MAX).await? {
                 0 => return Ok(total),
                 got => total += got as u64,
             }
@@ -233,7 +334,7 @@ impl ResponseReader {
     async fn skip_chunked<S: AsyncRead + Unpin>(
         &mut self,
         stream: &mut S,
-        sink: &BodySink,
+        dest: &mut BodyDest<'_>,
     ) -> Result<u64, RequestError> {
         let mut total = 0u64;
         loop {
@@ -255,7 +356,7 @@ impl ResponseReader {
             if size == 0 {
                 return Ok(total + self.skip_trailers(stream).await?);
             }
-            total += self.skip(stream, sink, size).await?;
+            total += self.skip(stream, dest, size).await?;
             total += self.expect_crlf(stream).await?;
         }
     }
@@ -511,6 +612,44 @@ mod tests {
             head.status, 204,
             "the next response was not swallowed by the body skip"
         );
+    }
+
+    #[test]
+    fn capture_keeps_headers_body_and_cookies() {
+        let whole = b"HTTP/1.1 200 OK\r\nSet-Cookie: session=abc; Path=/\r\nX-Token: t1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n";
+        let parts: Vec<&[u8]> = whole.chunks(7).collect();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let mut reader = ResponseReader::default();
+        let mut capture = Capture::default();
+        capture.clear(true);
+        let head = rt
+            .block_on(reader.read_response_into(
+                &mut pieces(&parts),
+                &BodySink::default(),
+                false,
+                Some(&mut capture),
+            ))
+            .unwrap();
+        assert_eq!(head.bytes, whole.len() as u64);
+        assert_eq!(capture.body, br#"{"a":1}"#);
+        assert_eq!(capture.set_cookies, vec!["session=abc".to_string()]);
+        assert!(
+            capture
+                .headers
+                .contains(&("x-token".to_string(), "t1".to_string()))
+        );
+        // Without `full` only the cookies are kept.
+        let mut light = Capture::default();
+        let mut reader = ResponseReader::default();
+        rt.block_on(reader.read_response_into(
+            &mut pieces(&[whole]),
+            &BodySink::default(),
+            false,
+            Some(&mut light),
+        ))
+        .unwrap();
+        assert!(light.body.is_empty() && light.headers.is_empty());
+        assert_eq!(light.set_cookies.len(), 1);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! terminal only, a progress line redrawn in place.
 
 use super::PhaseTotals;
-use super::text::{log_header, log_row, thousands, warmup_line};
+use super::text::{log_header, log_row, step_log_row, thousands, warmup_line};
 use crate::collector::SeriesRow;
 use crate::engine::{Observer, PhaseSummary};
 use crate::recorder::Snapshot;
@@ -17,6 +17,8 @@ pub struct LiveView {
     pub progress: bool,
     /// The planned length, for "elapsed / total".
     pub total: Option<Duration>,
+    /// Scenario step names, for their rows under each interval.
+    pub step_names: Vec<String>,
     header_printed: bool,
     progress_shown: bool,
 }
@@ -27,6 +29,7 @@ impl LiveView {
             log,
             progress,
             total,
+            step_names: Vec::new(),
             header_printed: false,
             progress_shown: false,
         }
@@ -57,7 +60,7 @@ impl Observer for LiveView {
         let _ = writeln!(out, "{}", warmup_line(&PhaseTotals::from_phase(warmup)));
     }
 
-    fn row(&mut self, row: &SeriesRow) {
+    fn row(&mut self, row: &SeriesRow, steps: &[SeriesRow]) {
         if !self.log {
             return;
         }
@@ -68,6 +71,9 @@ impl Observer for LiveView {
             self.header_printed = true;
         }
         let _ = writeln!(out, "{}", log_row(row));
+        for (name, step) in self.step_names.iter().zip(steps) {
+            let _ = writeln!(out, "{}", step_log_row(name, step));
+        }
         let _ = out.flush();
     }
 

@@ -54,10 +54,21 @@ pub struct RunReport {
     pub warmup: Option<PhaseTotals>,
     pub summary: Summary,
     pub series: Vec<SeriesRow>,
+    /// Scenarios: each named plan item's statistics.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepStats>,
     /// The whole run's latency histogram of successful requests, in
     /// microseconds: HdrHistogram V2 (deflate) encoding, base64.
     pub histogram: String,
     pub interrupted: bool,
+}
+
+/// One scenario step's statistics: the same shape as a run's.
+#[derive(Debug, Serialize)]
+pub struct StepStats {
+    pub name: String,
+    pub summary: Summary,
+    pub series: Vec<SeriesRow>,
 }
 
 /// Totals of a phase that is shown but not analysed (the warm-up).
@@ -327,6 +338,27 @@ impl RunReport {
                 &plan.buckets,
             ),
             series: result.series.clone(),
+            steps: plan
+                .scenario
+                .as_ref()
+                .map(|sc| {
+                    sc.stat_names
+                        .iter()
+                        .enumerate()
+                        .map(|(i, name)| StepStats {
+                            name: name.clone(),
+                            summary: Summary::new(
+                                result.total.steps.get(i).unwrap_or(&Snapshot::default()),
+                                result.elapsed,
+                                result.cpu,
+                                result.threads,
+                                &plan.buckets,
+                            ),
+                            series: result.step_series.get(i).cloned().unwrap_or_default(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
             histogram: histogram::encode(&result.total.latency.hist),
             interrupted: result.interrupted,
         }

@@ -74,6 +74,53 @@ pub fn log_row(row: &SeriesRow) -> String {
     )
 }
 
+/// A scenario step's row under an interval of the log.
+pub fn step_log_row(name: &str, row: &SeriesRow) -> String {
+    let name: String = name.chars().take(18).collect();
+    format!(
+        "  {:<18} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        name,
+        thousands(row.rps.round() as u64),
+        thousands(row.errors),
+        ms(row.p50),
+        ms(row.p90),
+        ms(row.p99),
+        ms(row.max)
+    )
+}
+
+/// The per-step table of a scenario's summary.
+pub fn steps_table(run: &RunReport) -> String {
+    let mut out = String::new();
+    if run.steps.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "steps\n  {:<24} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "name", "requests", "errors", "req/s", "p50 ms", "p99 ms", "max ms"
+    );
+    for step in &run.steps {
+        let s = &step.summary;
+        let name: String = step.name.chars().take(24).collect();
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}",
+            name,
+            thousands(s.requests),
+            thousands(s.errors),
+            thousands(s.rps.round() as u64),
+            ms(s.latency_ms.p50),
+            ms(s.latency_ms.p99),
+            ms(s.latency_ms.max)
+        );
+        for (kind, example) in &s.error_examples {
+            let _ = writeln!(out, "      {kind}: {example}");
+        }
+    }
+    out
+}
+
 /// What a run is about to do, printed before it starts.
 pub fn run_banner(report: &Report, url: &str) -> String {
     let plan = &report.plan;
@@ -110,10 +157,19 @@ pub fn run_banner(report: &Report, url: &str) -> String {
         .max_connections
         .map(|m| format!(" (up to {m})"))
         .unwrap_or_default();
-    format!(
-        "volley {url}\n  {load}{growth} on {} threads, {stop}, {} {mode}",
-        plan.threads, plan.method
-    )
+    match &plan.scenario {
+        Some(sc) => format!(
+            "volley plan {} ({} steps) on {url}\n  {load}{growth} on {} threads, {}, {mode}",
+            sc.file.display(),
+            sc.stat_names.len(),
+            plan.threads,
+            stop.replace("requests", "iterations")
+        ),
+        None => format!(
+            "volley {url}\n  {load}{growth} on {} threads, {stop}, {} {mode}",
+            plan.threads, plan.method
+        ),
+    }
 }
 
 /// `10s:100,30s:100` as written.

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# What interpolation costs: `volley plan` against `volley run` on the same
+# URL, side by side (issue 5's targets: a static one-request plan within 10%
+# of `volley run`, a templated plan, one variable per request, within 25%).
+# nginx (one worker) is pinned to the last core, volley to the other with one
+# thread; rounds alternate; medians are compared. About a minute; loopback only.
+#
+#   bench/plan-speed.sh [--rounds N] [--secs N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v taskset >/dev/null || need+=(util-linux)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+cargo build --release --quiet
+exec python3 bench/plan_speed.py "$@"

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""`volley plan` vs `volley run` on the same URL (see plan-speed.sh)."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+import vs_peers  # the nginx target and helpers of the peer benchmark
+
+STATIC_PLAN = """base: '{base}'
+plan:
+  - name: Hi
+    request:
+      url: /hi
+"""
+
+# One variable per request: the iteration number in the query string.
+TEMPLATED_PLAN = """base: '{base}'
+plan:
+  - name: Hi
+    request:
+      url: /hi?i={{{{ iteration }}}}
+"""
+
+
+def volley(args, core, secs):
+    """Returns (req/s, CPU microseconds per request) of one run."""
+    cmd = [str(vs_peers.VOLLEY), *args, "-c", "50", "-t", "1", "-d", f"{secs}s", "--json"]
+    out, cpu, _ = vs_peers.measured(cmd, core, secs + 60)
+    if out.returncode != 0:
+        raise SystemExit(f"volley failed: {out.stderr.strip()}")
+    summary = json.loads(out.stdout)["runs"][0]["summary"]
+    return summary["rps"], 1e6 * cpu / max(summary["requests"], 1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--secs", type=int, default=5)
+    args = ap.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    gen = ",".join(str(c) for c in cpus[:-1]) or str(cpus[-1])
+    workdir = tempfile.mkdtemp(prefix="volley-plan-bench-")
+    target = vs_peers.Target("nginx", cpus[-1], workdir)
+    base = target.url.rsplit("/", 1)[0]
+    plans = {}
+    for name, text in (("static", STATIC_PLAN), ("templated", TEMPLATED_PLAN)):
+        path = Path(workdir) / f"{name}.yml"
+        path.write_text(text.format(base=base))
+        plans[name] = str(path)
+    rps = {"run": [], "static": [], "templated": []}
+    cpu = {"run": [], "static": [], "templated": []}
+    try:
+        for r in range(args.rounds):
+            for name, cmd in (("run", ["run", target.url]), ("static", ["plan", plans["static"]]),
+                              ("templated", ["plan", plans["templated"]])):
+                r_rps, r_cpu = volley(cmd, gen, args.secs)
+                rps[name].append(r_rps)
+                cpu[name].append(r_cpu)
+            print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} req/s {cpu[k][-1]:.2f} us/req"
+                                                  for k, v in rps.items()), flush=True)
+    finally:
+        target.stop()
+    med = {k: statistics.median(v) for k, v in rps.items()}
+    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+    print()
+    print("nginx's one core caps req/s near 225k here, so CPU per request (volley's own")
+    print("user + sys over its requests) is the figure that shows interpolation's cost.")
+    print()
+    print("| case | req/s (ratio) | CPU per request (ratio) | target | met |")
+    print("|---|---|---|---|---|")
+    print(f"| `volley run` /hi, 50 connections, 1 thread | {med['run']:,.0f} | {mcpu['run']:.2f} us | | |")
+    for name, limit in (("static", 0.10), ("templated", 0.25)):
+        speed = med[name] / med["run"]
+        cost = mcpu[name] / mcpu["run"]
+        ok = speed >= 1 - limit and cost <= 1 + limit
+        label = "static one-request plan" if name == "static" else "templated plan (one variable per request)"
+        print(f"| {label} | {med[name]:,.0f} ({speed:.2f}) | {mcpu[name]:.2f} us ({cost:.2f}) | "
+              f"within {limit:.0%} of `volley run` | {'yes' if ok else '**no**'} |")
+
+
+if __name__ == "__main__":
+    main()
