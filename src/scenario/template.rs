@@ -60,7 +60,10 @@ pub fn resolve(expr: &str, names: &dyn Names) -> Result<Result<VarRef, String>, 
     let mut segments = expr.split('.').map(str::trim);
     let head = segments.next().unwrap_or_default();
     let path: Vec<String> = segments.map(str::to_string).collect();
-    if head.is_empty() || path.iter().any(String::is_empty) {
+    // Names and path segments are words (JSON keys and header names may
+    // hold '-'); braces or spaces mean the expression is not a reference.
+    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    if !word(head) || !path.iter().all(|p| word(p)) {
         return Err(format!("'{{{{ {expr} }}}}' is not a variable reference"));
     }
     let make = |source| {

@@ -252,6 +252,88 @@ fn malformed_files_are_errors_with_line_and_key() {
             "success_codes: [abc]\nplan:\n  - name: a\n    request: {url: /}\n",
             "'success_codes' must list status codes",
         ),
+        (
+            "base: [a, b]\nplan:\n  - name: a\n    request: {url: /}\n",
+            ":1: 'base' must be a single value",
+        ),
+        (
+            "new_conn_per_iter: maybe\nplan:\n  - name: a\n    request: {url: /}\n",
+            "'new_conn_per_iter' must be true or false",
+        ),
+        (
+            "rampup: soon\nplan:\n  - name: a\n    request: {url: /}\n",
+            "'rampup' must be seconds or a duration",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    tags: {a: b}\n",
+            "'tags' must be a list",
+        ),
+        ("plan: {a: b}\n", "'plan' must be a list of items"),
+        ("plan:\n  - just a string\n", "'plan item' must be a mapping"),
+        (
+            "plan:\n  - name: a\n    delay: {seconds: 1}\n    assign: x\n",
+            "'assign' goes with 'request' or stands alone",
+        ),
+        (
+            "plan:\n  - name: a\n    assert: {key: a, value: b}\n    with_items: [1]\n",
+            "with_items goes with 'request'",
+        ),
+        (
+            "plan:\n  - name: a\n    request:\n      url: /\n      body: {}\n",
+            "'body' needs 'file' or text",
+        ),
+        (
+            "plan:\n  - name: a\n    request:\n      url: /\n      body: [1]\n",
+            "'body' must be text or {file: PATH}",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items: {a: 1}\n",
+            "'with_items' must be a list",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items_range: {start: 1}\n",
+            "'with_items_range' needs 'stop'",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items_from_csv: {quote_char: x}\n",
+            "'with_items_from_csv' needs 'file_name'",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items_from_csv: {file_name: f.csv, quote_char: xy}\n",
+            "'quote_char' must be one character",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items_from_csv: [f.csv]\n",
+            "must be a file or {file_name, quote_char}",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items: []\n",
+            "'a' has no items",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items_range: {start: 0, stop: 100000000}\n",
+            "more than 10,000,000",
+        ),
+        (
+            "plan:\n  - name: a\n    assert: {key: '{{ x }}', value: b}\n",
+            "not a variable reference",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: '/{{ x'}\n",
+            "unclosed '{{'",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: '{{ base }}/x'}\n",
+            "the file sets no 'base'",
+        ),
+        (
+            "plan:\n  - name: a\n    assert: {key: nothing.status, value: 200}\n",
+            "no earlier item assigns 'nothing'",
+        ),
+        (
+            "plan:\n  - name: b\n    include: {file: x}\n",
+            "'include' must be a single value",
+        ),
     ];
     for (text, needle) in cases {
         let message = error_of(text);
@@ -261,6 +343,65 @@ fn malformed_files_are_errors_with_line_and_key() {
         );
         assert!(message.contains("plan.yml"), "names the file: {message}");
     }
+}
+
+#[test]
+fn tags_that_leave_nothing_and_bad_csv_rows_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "plan.yml",
+        "plan:\n  - name: a\n    request: {url: /}\n    tags: [x]\n",
+    );
+    let none = TagFilter {
+        tags: vec!["y".into()],
+        skip_tags: vec![],
+    };
+    assert!(
+        load(&path, &none, None)
+            .unwrap_err()
+            .to_string()
+            .contains("no plan item left to run")
+    );
+    write(dir.path(), "rows.csv", "id,name\n1,a\n2\n");
+    let path = write(
+        dir.path(),
+        "csv.yml",
+        "plan:\n  - name: a\n    request: {url: '/{{ item.id }}'}\n    with_items_from_csv: rows.csv\n",
+    );
+    assert!(
+        load(&path, &TagFilter::default(), None)
+            .unwrap_err()
+            .to_string()
+            .contains("CSV file")
+    );
+    write(dir.path(), "bad-include.yml", "name: not a list\n");
+    let path = write(
+        dir.path(),
+        "inc.yml",
+        "plan:\n  - name: i\n    include: bad-include.yml\n",
+    );
+    let message = load(&path, &TagFilter::default(), None).unwrap_err().to_string();
+    assert!(message.contains("must be a list of plan items"), "{message}");
+}
+
+#[test]
+fn csv_with_a_quote_char_and_the_base_override() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "q.csv", "id,body\n1,'a,b'\n");
+    let path = write(
+        dir.path(),
+        "plan.yml",
+        "base: http://127.0.0.1:1\nplan:\n  - name: a\n    request: {url: '{{ base }}/{{ item.id }}', body: '{{ item.body }}'}\n    with_items_from_csv: {file_name: q.csv, quote_char: \"'\"}\n",
+    );
+    let s = load(&path, &TagFilter::default(), Some("http://127.0.0.1:2")).unwrap();
+    let StepKind::Request(r) = &s.steps[0].kind else {
+        panic!()
+    };
+    assert_eq!(r.items.as_ref().unwrap().values[0]["body"], "a,b");
+    assert_eq!(s.base.as_deref(), Some("http://127.0.0.1:2"));
+    let url = r.url.as_static();
+    assert_eq!(url, None, "item.id is filled per request");
 }
 
 #[test]

@@ -357,3 +357,40 @@ fn the_other_examples_run_clean() {
         assert_eq!(num(&s["requests"]), requests as f64, "{file}");
     }
 }
+
+/// rampup ramps the connections (the series' targets), `{{ index }}` counts
+/// the items (seen in the statuses), and the log shows each item's rows.
+#[test]
+fn rampup_index_and_the_per_step_log() {
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        "concurrency: 4\nrampup: 1\nrun_time: 1500ms\nplan:\n  - name: Indexed status\n    request: {url: '/status/20{{ index }}'}\n    with_items: [a, b, c]\n",
+    );
+    let (out, report) = volley_json(&[
+        "plan",
+        plan.to_str().unwrap(),
+        "--base",
+        &url(&server, ""),
+        "--interval",
+        "250ms",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let targets: Vec<f64> = report["runs"][0]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| num(&r["target"]))
+        .collect();
+    assert_eq!(&targets[..5], &[1.0, 2.0, 3.0, 4.0, 4.0], "{targets:?}");
+    let status = &summary(&report)["status"];
+    let (a, b, c) = (num(&status["200"]), num(&status["201"]), num(&status["202"]));
+    assert!(a > 0.0 && a == b && b == c, "{status}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.matches("  Indexed status").count() >= 6,
+        "a step row per interval: {text}"
+    );
+    assert!(text.contains("steps\n"), "{text}");
+}
