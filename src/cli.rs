@@ -114,6 +114,13 @@ pub struct RunArgs {
     /// Sampling interval of the per-interval log and series.
     #[arg(long, default_value = "1s")]
     pub interval: String,
+    /// Pass/fail criterion checked on the finished run (repeatable):
+    /// "p99<200ms", "errors<1%", "rps>5000", "mean<50ms"; any failure exits 3.
+    #[arg(long = "threshold", value_name = "CRITERION")]
+    pub thresholds: Vec<String>,
+    /// Stop the run as soon as its totals so far break a threshold.
+    #[arg(long, requires = "thresholds")]
+    pub abort_on_fail: bool,
     /// Response-time distribution thresholds, as in Gatling's report.
     #[arg(long, default_value = "800ms,1200ms")]
     pub buckets: String,

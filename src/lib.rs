@@ -23,3 +23,4 @@ pub mod slo;
 pub mod step;
 pub mod sys;
 pub mod target;
+pub mod thresholds;

@@ -1,6 +1,6 @@
 //! The `volley` binary: parses the command line and maps outcomes to exit
 //! codes (0 completed, 1 could not run or nothing succeeded, 2 bad usage,
-//! 130 interrupted). Every failure is one line on stderr.
+//! 3 a threshold failed, 130 interrupted). Every failure is one line on stderr.
 
 use clap::Parser;
 use clap::error::ErrorKind as ClapErrorKind;
@@ -14,6 +14,7 @@ use volley::run::{Output, Verdict, execute};
 
 const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
+const EXIT_THRESHOLDS: u8 = 3;
 const EXIT_INTERRUPTED: u8 = 130;
 
 fn main() -> ExitCode {
@@ -140,6 +141,7 @@ fn exit_for(verdict: Verdict, dead_url: Option<&str>) -> ExitCode {
             ),
         ),
         Verdict::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
+        Verdict::ThresholdsFailed => ExitCode::from(EXIT_THRESHOLDS),
     }
 }
 

@@ -125,6 +125,10 @@ fn opt_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error
     }
 }
 
+fn criteria_text<S: Serializer>(criteria: &[crate::slo::Criterion], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(criteria.iter().map(|c| c.text.as_str()))
+}
+
 fn scenario_file<S: Serializer>(
     scenario: &Option<std::sync::Arc<crate::scenario::Scenario>>,
     s: S,
@@ -190,6 +194,11 @@ pub struct Plan {
     /// The sampling interval of the time series.
     #[serde(rename = "interval_s", serialize_with = "secs")]
     pub interval: Duration,
+    /// Pass/fail criteria on the finished run (`--threshold`).
+    #[serde(serialize_with = "criteria_text")]
+    pub thresholds: Vec<crate::slo::Criterion>,
+    /// Stop once the totals so far break a threshold.
+    pub abort_on_fail: bool,
     /// Response-time distribution thresholds (Gatling's 800 ms / 1200 ms).
     #[serde(rename = "buckets_ms", serialize_with = "millis_list")]
     pub buckets: Vec<Duration>,
@@ -405,6 +414,12 @@ impl Plan {
             max_connections: args.max_connections,
             rampup: None,
             scenario: None,
+            thresholds: args
+                .thresholds
+                .iter()
+                .map(|t| crate::slo::parse_criterion(t).map_err(|e| invalid(format!("--threshold: {e}"))))
+                .collect::<Result<_, _>>()?,
+            abort_on_fail: args.abort_on_fail,
             threads: threads.min(connections),
             requests: args.requests,
             duration,

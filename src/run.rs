@@ -29,6 +29,8 @@ pub enum Verdict {
     NoSuccess,
     /// Ctrl-C stopped it; what was measured was still reported.
     Interrupted,
+    /// A `--threshold` failed (or stopped the run with `--abort-on-fail`).
+    ThresholdsFailed,
 }
 
 impl Verdict {
@@ -36,10 +38,14 @@ impl Verdict {
     /// dead target (for `run`, any URL without a success; for `step`, all
     /// levels without one).
     pub fn of(report: &Report, dead: bool) -> Verdict {
-        if report.interrupted {
+        if report.aborted_by.is_some() {
+            Verdict::ThresholdsFailed
+        } else if report.interrupted {
             Verdict::Interrupted
         } else if dead {
             Verdict::NoSuccess
+        } else if report.thresholds.iter().any(|t| !t.passed) {
+            Verdict::ThresholdsFailed
         } else {
             Verdict::Completed
         }
@@ -74,7 +80,7 @@ pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Re
         if let Some(scenario) = &plan.scenario {
             live.step_names = scenario.stat_names.clone();
         }
-        let result = engine::run(&plan, target, stop.clone(), &mut live)?;
+        let (result, aborted_by) = run_watched(&plan, target, &stop, &mut live)?;
         live.finish();
         let run = RunReport::new(&target.url, &result, &plan);
         if text {
@@ -85,15 +91,54 @@ pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Re
             let _ = write!(stdout, "{}", text::steps_table(&run));
         }
         report.runs.push(run);
+        if let Some(criterion) = aborted_by {
+            if text {
+                let _ = writeln!(
+                    stdout,
+                    "stopped early: threshold {criterion} failed (--abort-on-fail)"
+                );
+            }
+            report.aborted_by = Some(criterion);
+            break;
+        }
         if result.interrupted {
             report.interrupted = true;
             break;
         }
     }
+    finish_thresholds(&mut report, text);
     save(&report, output)?;
     let dead = report.runs.iter().any(|r| r.summary.ok == 0);
     let verdict = Verdict::of(&report, dead);
     Ok((report, verdict))
+}
+
+/// Runs one target, stopping early if `--abort-on-fail` sees a threshold
+/// break; returns the result and the criterion that stopped it.
+pub fn run_watched(
+    plan: &Plan,
+    target: &crate::target::Target,
+    stop: &Arc<AtomicBool>,
+    live: &mut dyn crate::engine::Observer,
+) -> Result<(crate::engine::RunResult, Option<String>), EngineError> {
+    if !plan.abort_on_fail {
+        return Ok((engine::run(plan, target, stop.clone(), live)?, None));
+    }
+    let mut watch = crate::thresholds::AbortOnFail::new(live, &plan.thresholds, stop.clone());
+    let result = engine::run(plan, target, stop.clone(), &mut watch)?;
+    Ok((result, watch.failed.take()))
+}
+
+/// Checks `--threshold`s on the finished report and prints the block.
+pub fn finish_thresholds(report: &mut Report, text: bool) {
+    let criteria = report.plan.thresholds.clone();
+    if criteria.is_empty() {
+        return;
+    }
+    report.thresholds = crate::thresholds::check(report, &criteria);
+    if text {
+        print!("{}", crate::thresholds::render(&report.thresholds, &criteria));
+    }
 }
 
 /// Writes the JSON report where asked (a file, or stdout for `--json`).

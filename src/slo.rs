@@ -106,42 +106,122 @@ pub fn parse_criteria(text: &str) -> Result<Vec<Criterion>, String> {
     Ok(list)
 }
 
+/// The figures a criterion can look at, from a finished summary or from
+/// the totals of a run still going.
+pub trait Measured {
+    fn requests(&self) -> u64;
+    fn errors(&self) -> u64;
+    fn ok(&self) -> u64;
+    fn rps(&self) -> f64;
+    /// A latency percentile of successful requests, in milliseconds.
+    fn percentile_ms(&self, p: f64) -> f64;
+    fn mean_ms(&self) -> f64;
+}
+
+/// A finished run: its summary, with its histogram for odd percentiles.
+pub struct Finished<'a> {
+    pub summary: &'a Summary,
+    pub histogram: Option<&'a hdrhistogram::Histogram<u64>>,
+}
+
+impl Measured for Finished<'_> {
+    fn requests(&self) -> u64 {
+        self.summary.requests
+    }
+    fn errors(&self) -> u64 {
+        self.summary.errors
+    }
+    fn ok(&self) -> u64 {
+        self.summary.ok
+    }
+    fn rps(&self) -> f64 {
+        self.summary.rps
+    }
+    fn percentile_ms(&self, p: f64) -> f64 {
+        let l = &self.summary.latency_ms;
+        match p {
+            50.0 => l.p50,
+            75.0 => l.p75,
+            90.0 => l.p90,
+            95.0 => l.p95,
+            99.0 => l.p99,
+            99.9 => l.p999,
+            99.99 => l.p9999,
+            100.0 => l.max,
+            _ => self
+                .histogram
+                .filter(|h| !h.is_empty())
+                .map_or(0.0, |h| h.value_at_quantile(p / 100.0) as f64 / 1000.0),
+        }
+    }
+    fn mean_ms(&self) -> f64 {
+        self.summary.latency_ms.mean
+    }
+}
+
+/// A run still going: the totals so far and the time they took.
+pub struct SoFar<'a> {
+    pub snapshot: &'a crate::recorder::Snapshot,
+    pub elapsed: std::time::Duration,
+}
+
+impl Measured for SoFar<'_> {
+    fn requests(&self) -> u64 {
+        self.snapshot.requests
+    }
+    fn errors(&self) -> u64 {
+        self.snapshot.error_count()
+    }
+    fn ok(&self) -> u64 {
+        self.snapshot.ok
+    }
+    fn rps(&self) -> f64 {
+        self.snapshot.requests as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    fn percentile_ms(&self, p: f64) -> f64 {
+        self.snapshot.latency.quantile_us(p / 100.0) as f64 / 1000.0
+    }
+    fn mean_ms(&self) -> f64 {
+        if self.snapshot.latency.is_empty() {
+            0.0
+        } else {
+            self.snapshot.latency.hist.mean() / 1000.0
+        }
+    }
+}
+
 impl Criterion {
     /// The measured value this criterion looks at.
-    pub fn measure(&self, summary: &Summary, histogram: Option<&hdrhistogram::Histogram<u64>>) -> f64 {
-        let l = &summary.latency_ms;
+    pub fn measure(&self, m: &dyn Measured) -> f64 {
         match self.metric {
-            Metric::ErrorRate => 100.0 * summary.errors as f64 / summary.requests.max(1) as f64,
-            Metric::Rps => summary.rps,
-            Metric::MeanLatency => l.mean,
-            Metric::MaxLatency => l.max,
-            Metric::Percentile(p) => match p {
-                50.0 => l.p50,
-                75.0 => l.p75,
-                90.0 => l.p90,
-                95.0 => l.p95,
-                99.0 => l.p99,
-                99.9 => l.p999,
-                99.99 => l.p9999,
-                100.0 => l.max,
-                _ => histogram
-                    .filter(|h| !h.is_empty())
-                    .map_or(0.0, |h| h.value_at_quantile(p / 100.0) as f64 / 1000.0),
-            },
+            Metric::ErrorRate => 100.0 * m.errors() as f64 / m.requests().max(1) as f64,
+            Metric::Rps => m.rps(),
+            Metric::MeanLatency => m.mean_ms(),
+            Metric::MaxLatency => m.percentile_ms(100.0),
+            Metric::Percentile(p) => m.percentile_ms(p),
         }
     }
 
-    /// Whether the summary meets the criterion. A run without one successful
+    /// Whether the figures meet the criterion. A run without one successful
     /// request meets no latency criterion.
-    pub fn holds(&self, summary: &Summary, histogram: Option<&hdrhistogram::Histogram<u64>>) -> bool {
+    pub fn holds(&self, m: &dyn Measured) -> bool {
         let latency = !matches!(self.metric, Metric::ErrorRate | Metric::Rps);
-        if latency && summary.ok == 0 {
+        if latency && m.ok() == 0 {
             return false;
         }
-        let value = self.measure(summary, histogram);
+        let value = self.measure(m);
         match self.comparison {
             Comparison::Below => value < self.limit,
             Comparison::Above => value > self.limit,
+        }
+    }
+
+    /// The measured value in the criterion's unit, for reports.
+    pub fn describe(&self, value: f64) -> String {
+        match self.metric {
+            Metric::ErrorRate => format!("{value:.2}%"),
+            Metric::Rps => format!("{value:.1} req/s"),
+            _ => format!("{value:.3} ms"),
         }
     }
 }

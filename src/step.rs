@@ -7,12 +7,12 @@
 //! its runs, and the verdict is computed from them.
 
 use crate::cli::{RunArgs, StepArgs};
-use crate::engine::{self, EngineError, Silent};
+use crate::engine::{EngineError, Silent};
 use crate::plan::{Plan, PlanError, parse_duration};
 use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, thousands};
 use crate::report::{Report, RunReport};
-use crate::run::{Output, Verdict, pause, save};
+use crate::run::{Output, Verdict, finish_thresholds, pause, run_watched, save};
 use crate::slo::{Criterion, parse_criteria};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -268,13 +268,13 @@ pub fn execute(
             report.interrupted = true;
             break;
         }
-        let result = if text {
+        let (result, aborted_by) = if text {
             let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.duration);
-            let result = engine::run(plan, &plan.targets[0], stop.clone(), &mut live)?;
+            let watched = run_watched(plan, &plan.targets[0], &stop, &mut live)?;
             live.finish();
-            result
+            watched
         } else {
-            engine::run(plan, &plan.targets[0], stop.clone(), &mut Silent)?
+            run_watched(plan, &plan.targets[0], &stop, &mut Silent)?
         };
         let mut run = RunReport::new(&url, &result, plan);
         run.load = Some(*level);
@@ -292,6 +292,10 @@ pub fn execute(
             );
         }
         report.runs.push(run);
+        if let Some(criterion) = aborted_by {
+            report.aborted_by = Some(criterion);
+            break;
+        }
         if result.interrupted {
             report.interrupted = true;
             break;
@@ -306,6 +310,7 @@ pub fn execute(
         print!("\n{}", render(&step_report));
     }
     report.step = Some(step_report);
+    finish_thresholds(&mut report, text);
     save(&report, output)?;
     // Levels past the knee may well fail entirely; only a target that never
     // answered is dead.
@@ -336,7 +341,13 @@ fn level_row(load: f64, run: &RunReport, slo: &[Criterion]) -> LevelRow {
         p50_ms: s.latency_ms.p50,
         p99_ms: s.latency_ms.p99,
         error_pct: 100.0 * s.errors as f64 / s.requests.max(1) as f64,
-        within_slo: s.requests > 0 && slo.iter().all(|c| c.holds(s, histogram.as_ref())),
+        within_slo: s.requests > 0
+            && slo.iter().all(|c| {
+                c.holds(&crate::slo::Finished {
+                    summary: s,
+                    histogram: histogram.as_ref(),
+                })
+            }),
     }
 }
 

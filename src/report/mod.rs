@@ -34,6 +34,10 @@ pub struct Report {
     /// `volley step`: the table of levels and the five criteria.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<crate::step::StepReport>,
+    /// `--threshold` results (empty when none were given).
+    pub thresholds: Vec<crate::thresholds::ThresholdResult>,
+    /// The threshold that stopped the run early (`--abort-on-fail`).
+    pub aborted_by: Option<String>,
     /// Whether Ctrl-C cut the invocation short.
     pub interrupted: bool,
 }
@@ -377,6 +381,8 @@ impl Report {
             plan,
             runs: Vec::new(),
             step: None,
+            thresholds: Vec::new(),
+            aborted_by: None,
             interrupted: false,
         }
     }

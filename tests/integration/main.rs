@@ -6,4 +6,5 @@ mod plan;
 mod run;
 mod server;
 mod support;
+mod thresholds;
 mod tls;

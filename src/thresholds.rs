@@ -1,0 +1,130 @@
+//! `--threshold "p99<200ms"`: pass/fail criteria on a finished run (k6's
+//! thresholds), and `--abort-on-fail`, which stops a run as soon as its
+//! totals so far break one.
+
+use crate::collector::SeriesRow;
+use crate::engine::{Observer, PhaseSummary};
+use crate::recorder::Snapshot;
+use crate::report::{Report, RunReport};
+use crate::slo::{Criterion, Finished, SoFar};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// One criterion checked on one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThresholdResult {
+    pub criterion: String,
+    pub url: String,
+    /// The measured value, in the criterion's unit (ms, %, req/s).
+    pub value: f64,
+    pub passed: bool,
+}
+
+/// Checks every criterion on each run of the report (for `volley step`,
+/// on the level found to be the maximum load).
+pub fn check(report: &Report, criteria: &[Criterion]) -> Vec<ThresholdResult> {
+    let runs: Vec<&RunReport> = match &report.step {
+        Some(step) => match step.verdict.max_load {
+            Some(max) => report.runs.iter().filter(|r| r.load == Some(max)).collect(),
+            None => report.runs.first().into_iter().collect(),
+        },
+        None => report.runs.iter().collect(),
+    };
+    let mut results = Vec::new();
+    for run in runs {
+        let histogram = crate::report::histogram::decode(&run.histogram).ok();
+        let figures = Finished {
+            summary: &run.summary,
+            histogram: histogram.as_ref(),
+        };
+        for criterion in criteria {
+            results.push(ThresholdResult {
+                criterion: criterion.text.clone(),
+                url: run.url.clone(),
+                value: criterion.measure(&figures),
+                passed: criterion.holds(&figures),
+            });
+        }
+    }
+    results
+}
+
+/// The pass/fail block of the text report.
+pub fn render(results: &[ThresholdResult], criteria: &[Criterion]) -> String {
+    let mut out = String::new();
+    if results.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "thresholds");
+    for r in results {
+        let unit = criteria
+            .iter()
+            .find(|c| c.text == r.criterion)
+            .map_or(String::new(), |c| c.describe(r.value));
+        let _ = writeln!(
+            out,
+            "  {:<6} {:<20} measured {unit}  ({})",
+            if r.passed { "pass" } else { "FAIL" },
+            r.criterion,
+            r.url
+        );
+    }
+    out
+}
+
+/// Wraps the live view: after each interval, checks the totals so far and
+/// stops the run when one criterion fails (`--abort-on-fail`).
+pub struct AbortOnFail<'a> {
+    pub inner: &'a mut dyn Observer,
+    pub criteria: &'a [Criterion],
+    pub stop: Arc<AtomicBool>,
+    /// Which criterion stopped the run.
+    pub failed: Option<String>,
+    totals: Snapshot,
+    elapsed: Duration,
+}
+
+impl<'a> AbortOnFail<'a> {
+    pub fn new(inner: &'a mut dyn Observer, criteria: &'a [Criterion], stop: Arc<AtomicBool>) -> Self {
+        AbortOnFail {
+            inner,
+            criteria,
+            stop,
+            failed: None,
+            totals: Snapshot::default(),
+            elapsed: Duration::ZERO,
+        }
+    }
+}
+
+impl Observer for AbortOnFail<'_> {
+    fn warmup_done(&mut self, warmup: &PhaseSummary) {
+        self.inner.warmup_done(warmup);
+    }
+
+    fn row(&mut self, row: &SeriesRow, steps: &[SeriesRow]) {
+        self.inner.row(row, steps);
+        if self.failed.is_some() || self.totals.requests == 0 {
+            return;
+        }
+        // Judged once per finished interval, on everything measured so far.
+        let figures = SoFar {
+            snapshot: &self.totals,
+            elapsed: self.elapsed,
+        };
+        if let Some(c) = self.criteria.iter().find(|c| !c.holds(&figures)) {
+            self.failed = Some(c.text.clone());
+            self.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn tick(&mut self, elapsed: Duration, so_far: &Snapshot, last: Option<&SeriesRow>) {
+        // Keep the latest totals for the next row's judgement.
+        self.totals = so_far.clone();
+        self.elapsed = elapsed;
+        self.inner.tick(elapsed, so_far, last);
+    }
+}
