@@ -386,7 +386,9 @@ fn rampup_index_and_the_per_step_log() {
     assert_eq!(&targets[..5], &[1.0, 2.0, 3.0, 4.0, 4.0], "{targets:?}");
     let status = &summary(&report)["status"];
     let (a, b, c) = (num(&status["200"]), num(&status["201"]), num(&status["202"]));
-    assert!(a > 0.0 && a == b && b == c, "{status}");
+    // Items go in order; iterations cut off at the end (at most one per
+    // connection) may miss their last items.
+    assert!(a > 0.0 && a >= b && b >= c && a - c <= 4.0, "{status}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.matches("  Indexed status").count() >= 6,
