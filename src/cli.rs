@@ -26,6 +26,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run a plan file (drill's benchmark YAML): flows with per-step statistics.
     Plan(Box<PlanArgs>),
+    /// Compare two saved JSON reports: changes and whether they are significant.
+    Compare(CompareArgs),
     /// Step through levels of load and report the knee: the five criteria.
     Step(Box<StepArgs>),
     /// Start the embedded server and run a short load test against it.
@@ -205,4 +207,19 @@ pub struct PlanArgs {
     /// -n (iterations), -d (run_time), -R (iterations per second), --stages...
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The baseline report (volley run -o A.json).
+    pub a: PathBuf,
+    /// The report to judge against it.
+    pub b: PathBuf,
+    /// Exit 3 if a metric changes significantly past this: "p99>+10%",
+    /// "rps<-5%" (metrics: rps, mean, p50, p90, p99, errors, max; repeatable).
+    #[arg(long = "fail-if", value_name = "RULE")]
+    pub fail_if: Vec<String>,
+    /// Changes smaller than this are noise, however significant (criterion.rs's idea).
+    #[arg(long, default_value = "2%", value_name = "PERCENT")]
+    pub noise: String,
 }

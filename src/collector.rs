@@ -19,6 +19,8 @@ pub struct SeriesRow {
     pub requests: u64,
     pub errors: u64,
     pub rps: f64,
+    /// Mean latency of successful requests (for comparing runs).
+    pub mean: f64,
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
@@ -42,6 +44,11 @@ impl SeriesRow {
             requests: snap.requests,
             errors: snap.error_count(),
             rps: snap.requests as f64 / span,
+            mean: if snap.latency.is_empty() {
+                0.0
+            } else {
+                snap.latency.hist.mean() / 1000.0
+            },
             p50: pct(0.5),
             p90: pct(0.9),
             p99: pct(0.99),

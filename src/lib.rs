@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod collector;
+pub mod compare;
 pub mod demo;
 pub mod engine;
 pub mod http1;

@@ -67,6 +67,7 @@ fn main() -> ExitCode {
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
         }
+        Command::Compare(args) => compare(&args),
         Command::Step(args) => {
             let step = match volley::step::StepPlan::from_args(&args) {
                 Ok(step) => step,
@@ -106,6 +107,76 @@ fn one_line(rendered: &str) -> String {
         "error: invalid usage".to_string()
     } else {
         message.join(" ")
+    }
+}
+
+/// `volley compare`: prints each run pair's table; exit 3 when a
+/// `--fail-if` rule is broken by a significant change.
+fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
+    use volley::compare::{breaks, compare_runs, parse_fail_if, read_report, render};
+    let rules = match args
+        .fail_if
+        .iter()
+        .map(|r| parse_fail_if(r))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(rules) => rules,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    let noise = match args.noise.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(n) if n >= 0.0 => n,
+        _ => {
+            return fail(
+                EXIT_USAGE,
+                &format!("invalid --noise '{}': use e.g. 2%", args.noise),
+            );
+        }
+    };
+    let (a, b) = match (read_report(&args.a), read_report(&args.b)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return fail(EXIT_USAGE, &e),
+    };
+    let (runs_a, runs_b) = (
+        a["runs"].as_array().cloned().unwrap_or_default(),
+        b["runs"].as_array().cloned().unwrap_or_default(),
+    );
+    if runs_a.is_empty() || runs_b.is_empty() {
+        return fail(EXIT_USAGE, "a report has no runs to compare");
+    }
+    let mut broken = Vec::new();
+    for (ra, rb) in runs_a.iter().zip(runs_b.iter()) {
+        let rows = match compare_runs(ra, rb, noise) {
+            Ok(rows) => rows,
+            Err(e) => return fail(EXIT_USAGE, &e),
+        };
+        print!(
+            "{}",
+            render(
+                ra["url"].as_str().unwrap_or("?"),
+                rb["url"].as_str().unwrap_or("?"),
+                &rows
+            )
+        );
+        for rule in &rules {
+            if let Some(row) = rows.iter().find(|r| breaks(r, rule)) {
+                broken.push(format!("{} ({:+.1}%)", rule.text, row.change_pct));
+            }
+        }
+        println!();
+    }
+    if runs_a.len() != runs_b.len() {
+        println!(
+            "note: A has {} runs and B {}; compared the first {}",
+            runs_a.len(),
+            runs_b.len(),
+            runs_a.len().min(runs_b.len())
+        );
+    }
+    if broken.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        println!("failed: {}", broken.join(", "));
+        ExitCode::from(EXIT_THRESHOLDS)
     }
 }
 

@@ -1,6 +1,7 @@
 //! One integration test binary (faster to link than one per file): each
 //! module drives the real code against the embedded target on 127.0.0.1:0.
 
+mod compare;
 mod load;
 mod plan;
 mod run;

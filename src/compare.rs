@@ -1,0 +1,387 @@
+//! `volley compare A.json B.json`: is B different from A, beyond noise?
+//!
+//! Throughput and mean latency are compared with Welch's t-test over the
+//! per-interval series. Consecutive intervals are not independent samples
+//! (a slow second tends to follow a slow second), so each series' standard
+//! error uses an effective sample size corrected for its lag-1
+//! autocorrelation. Percentiles get rank-based confidence intervals from the
+//! saved histograms (significant when the intervals do not overlap), and the
+//! error rates a two-proportion z-test.
+//!
+//! Statistics alone call a 0.5% shift "significant" once intervals are many
+//! and steady, and two runs of one build differ by that much (the machine
+//! drifts between them). As criterion.rs does, a change must also pass a
+//! noise threshold (`--noise`, 2% by default) to count.
+
+use crate::report::histogram;
+use serde_json::Value;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Below this p-value a change is called significant.
+pub const ALPHA: f64 = 0.05;
+
+/// One compared metric.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub metric: &'static str,
+    pub a: f64,
+    pub b: f64,
+    /// (b - a) / a, in percent.
+    pub change_pct: f64,
+    /// The test's p-value, where a test gives one.
+    pub p_value: Option<f64>,
+    pub significant: bool,
+    /// Statistically significant, but smaller than the noise threshold.
+    pub within_noise: bool,
+    /// A higher value is worse (latency, errors).
+    pub higher_is_worse: bool,
+}
+
+/// A `--fail-if` rule: `p99>+10%`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailIf {
+    pub metric: String,
+    pub above: bool,
+    pub pct: f64,
+    pub text: String,
+}
+
+pub fn parse_fail_if(text: &str) -> Result<FailIf, String> {
+    let bad = || format!("invalid --fail-if '{text}': use e.g. p99>+10%, rps<-5%, mean>+20%");
+    let t = text.trim();
+    let (metric, above, rest) = if let Some((m, r)) = t.split_once('>') {
+        (m, true, r)
+    } else if let Some((m, r)) = t.split_once('<') {
+        (m, false, r)
+    } else {
+        return Err(bad());
+    };
+    let metric = metric.trim().to_ascii_lowercase();
+    if !METRICS.contains(&metric.as_str()) {
+        return Err(format!("{} (metrics: {})", bad(), METRICS.join(", ")));
+    }
+    let pct: f64 = rest
+        .trim()
+        .strip_suffix('%')
+        .ok_or_else(bad)?
+        .trim()
+        .parse()
+        .map_err(|_| bad())?;
+    Ok(FailIf {
+        metric,
+        above,
+        pct,
+        text: t.to_string(),
+    })
+}
+
+const METRICS: [&str; 7] = ["rps", "mean", "p50", "p90", "p99", "errors", "max"];
+
+/// Mean, variance and lag-1-corrected effective size of a series.
+fn series_stats(values: &[f64]) -> Option<(f64, f64, f64)> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0);
+    let lag1 = if var > 0.0 {
+        values
+            .windows(2)
+            .map(|w| (w[0] - mean) * (w[1] - mean))
+            .sum::<f64>()
+            / ((n as f64 - 1.0) * var)
+    } else {
+        0.0
+    };
+    // Only positive autocorrelation shrinks the information; cap it so the
+    // effective size stays at least 1.
+    let rho = lag1.clamp(0.0, 0.95);
+    let n_eff = (n as f64 * (1.0 - rho) / (1.0 + rho)).max(1.0);
+    Some((mean, var, n_eff))
+}
+
+/// Welch's t-test with autocorrelation-corrected standard errors; the
+/// two-sided p-value.
+pub fn welch(a: &[f64], b: &[f64]) -> Option<f64> {
+    let (ma, va, na) = series_stats(a)?;
+    let (mb, vb, nb) = series_stats(b)?;
+    let (sa, sb) = (va / na, vb / nb);
+    let se = (sa + sb).sqrt();
+    if se == 0.0 {
+        return Some(if ma == mb { 1.0 } else { 0.0 });
+    }
+    let t = (ma - mb) / se;
+    let df_den = sa * sa / (na - 1.0).max(1.0) + sb * sb / (nb - 1.0).max(1.0);
+    let df = if df_den > 0.0 {
+        ((sa + sb).powi(2) / df_den).max(1.0)
+    } else {
+        1.0
+    };
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some(2.0 * (1.0 - dist.cdf(t.abs())))
+}
+
+/// A 95% interval for quantile `q` from a histogram, by ranks.
+fn quantile_interval(hist: &hdrhistogram::Histogram<u64>, q: f64) -> Option<(f64, f64)> {
+    let n = hist.len() as f64;
+    if n < 1.0 {
+        return None;
+    }
+    let half = 1.96 * (n * q * (1.0 - q)).sqrt();
+    let lo = ((n * q - half) / n).clamp(0.0, 1.0);
+    let hi = ((n * q + half) / n).clamp(0.0, 1.0);
+    Some((
+        hist.value_at_quantile(lo) as f64 / 1000.0,
+        hist.value_at_quantile(hi) as f64 / 1000.0,
+    ))
+}
+
+/// Two-proportion z-test on error counts; the two-sided p-value.
+fn proportions(errors_a: f64, n_a: f64, errors_b: f64, n_b: f64) -> Option<f64> {
+    if n_a < 1.0 || n_b < 1.0 {
+        return None;
+    }
+    let pooled = (errors_a + errors_b) / (n_a + n_b);
+    let se = (pooled * (1.0 - pooled) * (1.0 / n_a + 1.0 / n_b)).sqrt();
+    if se == 0.0 {
+        return Some(1.0);
+    }
+    let z = ((errors_a / n_a) - (errors_b / n_b)) / se;
+    let normal = statrs::distribution::Normal::new(0.0, 1.0).ok()?;
+    Some(2.0 * (1.0 - normal.cdf(z.abs())))
+}
+
+fn change(a: f64, b: f64) -> f64 {
+    if a == 0.0 {
+        if b == 0.0 { 0.0 } else { 100.0 }
+    } else {
+        100.0 * (b - a) / a
+    }
+}
+
+fn series(run: &Value, key: &str) -> Vec<f64> {
+    let rows = run["series"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    // The last row may be a partial interval; leave it out of the test.
+    let full = if rows.len() > 2 {
+        &rows[..rows.len() - 1]
+    } else {
+        rows
+    };
+    full.iter().filter_map(|r| r[key].as_f64()).collect()
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+/// Compares one run of each report; changes smaller than `noise_pct`
+/// percent are never significant.
+pub fn compare_runs(a: &Value, b: &Value, noise_pct: f64) -> Result<Vec<Row>, String> {
+    let (sa, sb) = (&a["summary"], &b["summary"]);
+    let mut rows = Vec::new();
+    let mut push = |metric, va: f64, vb: f64, p_value: Option<f64>, tested: bool, worse_up: bool| {
+        let change_pct = change(va, vb);
+        let within_noise = tested && change_pct.abs() < noise_pct;
+        rows.push(Row {
+            metric,
+            a: va,
+            b: vb,
+            change_pct,
+            p_value,
+            significant: tested && !within_noise,
+            within_noise,
+            higher_is_worse: worse_up,
+        });
+    };
+    let p = welch(&series(a, "rps"), &series(b, "rps"));
+    push(
+        "rps",
+        num(&sa["rps"]),
+        num(&sb["rps"]),
+        p,
+        p.is_some_and(|p| p < ALPHA),
+        false,
+    );
+    let p = welch(&series(a, "mean"), &series(b, "mean"));
+    push(
+        "mean",
+        num(&sa["latency_ms"]["mean"]),
+        num(&sb["latency_ms"]["mean"]),
+        p,
+        p.is_some_and(|p| p < ALPHA),
+        true,
+    );
+    let ha = histogram::decode(a["histogram"].as_str().unwrap_or_default()).ok();
+    let hb = histogram::decode(b["histogram"].as_str().unwrap_or_default()).ok();
+    for (metric, q, key) in [("p50", 0.5, "p50"), ("p90", 0.9, "p90"), ("p99", 0.99, "p99")] {
+        let ia = ha.as_ref().and_then(|h| quantile_interval(h, q));
+        let ib = hb.as_ref().and_then(|h| quantile_interval(h, q));
+        let significant = match (ia, ib) {
+            (Some((lo_a, hi_a)), Some((lo_b, hi_b))) => hi_a < lo_b || hi_b < lo_a,
+            _ => false,
+        };
+        push(
+            metric,
+            num(&sa["latency_ms"][key]),
+            num(&sb["latency_ms"][key]),
+            None,
+            significant,
+            true,
+        );
+    }
+    let (ea, na) = (num(&sa["errors"]), num(&sa["requests"]));
+    let (eb, nb) = (num(&sb["errors"]), num(&sb["requests"]));
+    let p = proportions(ea, na, eb, nb);
+    let rate = |e: f64, n: f64| if n > 0.0 { 100.0 * e / n } else { 0.0 };
+    push(
+        "errors",
+        rate(ea, na),
+        rate(eb, nb),
+        p,
+        p.is_some_and(|p| p < ALPHA),
+        true,
+    );
+    push(
+        "max",
+        num(&sa["latency_ms"]["max"]),
+        num(&sb["latency_ms"]["max"]),
+        None,
+        false,
+        true,
+    );
+    Ok(rows)
+}
+
+/// Reads a saved report.
+pub fn read_report(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("'{}' is not a volley JSON report: {e}", path.display()))?;
+    if value["schema"] != crate::report::SCHEMA {
+        return Err(format!(
+            "'{}' is not a {} report",
+            path.display(),
+            crate::report::SCHEMA
+        ));
+    }
+    Ok(value)
+}
+
+/// Whether a row breaks a `--fail-if` rule: the change passes the limit in
+/// the rule's direction and is significant.
+pub fn breaks(row: &Row, rule: &FailIf) -> bool {
+    row.metric == rule.metric
+        && row.significant
+        && if rule.above {
+            row.change_pct > rule.pct
+        } else {
+            row.change_pct < rule.pct
+        }
+}
+
+/// The comparison table.
+pub fn render(url_a: &str, url_b: &str, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "A: {url_a}\nB: {url_b}");
+    let _ = writeln!(
+        out,
+        "{:<8} {:>12} {:>12} {:>9} {:>9}  verdict",
+        "metric", "A", "B", "change", "p"
+    );
+    // Latencies in ms; percentile verdicts come from the histograms'
+    // confidence intervals (no p-value), the rest from the tests.
+    for r in rows {
+        let label = match r.metric {
+            "rps" => "req/s",
+            "errors" => "errors %",
+            other => other,
+        };
+        let verdict = if r.within_noise {
+            "within noise"
+        } else if !r.significant {
+            "not significant"
+        } else if (r.change_pct > 0.0) == r.higher_is_worse {
+            "significant: worse"
+        } else {
+            "significant: better"
+        };
+        let p = r.p_value.map_or("(CI)".to_string(), |p| format!("{p:.3}"));
+        let _ = writeln!(
+            out,
+            "{label:<8} {:>12.3} {:>12.3} {:>+8.1}% {p:>9}  {verdict}",
+            r.a, r.b, r.change_pct
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn welch_separates_shifted_series_and_not_equal_ones() {
+        let a: Vec<f64> = (0..30).map(|i| 100.0 + (i % 5) as f64).collect();
+        let b: Vec<f64> = (0..30).map(|i| 110.0 + (i % 5) as f64).collect();
+        assert!(welch(&a, &b).unwrap() < 0.001);
+        let c: Vec<f64> = (0..30).map(|i| 100.0 + ((i + 2) % 5) as f64).collect();
+        assert!(welch(&a, &c).unwrap() > 0.5);
+    }
+
+    #[test]
+    fn autocorrelation_widens_the_error() {
+        // A slow drift: strongly autocorrelated, so fewer effective samples.
+        let drift: Vec<f64> = (0..40).map(|i| i as f64).collect();
+        let noise: Vec<f64> = (0..40).map(|i| if i % 2 == 0 { 0.0 } else { 39.0 }).collect();
+        let (_, _, n_drift) = series_stats(&drift).unwrap();
+        let (_, _, n_noise) = series_stats(&noise).unwrap();
+        assert!(n_drift < 5.0, "{n_drift}");
+        assert_eq!(n_noise, 40.0, "negative autocorrelation is not rewarded");
+    }
+
+    #[test]
+    fn fail_if_rules() {
+        let rule = parse_fail_if("p99>+10%").unwrap();
+        assert_eq!((rule.metric.as_str(), rule.above, rule.pct), ("p99", true, 10.0));
+        let row = Row {
+            metric: "p99",
+            a: 10.0,
+            b: 12.0,
+            change_pct: 20.0,
+            p_value: None,
+            significant: true,
+            within_noise: false,
+            higher_is_worse: true,
+        };
+        assert!(breaks(&row, &rule));
+        assert!(
+            !breaks(
+                &Row {
+                    significant: false,
+                    ..row.clone()
+                },
+                &rule
+            ),
+            "noise never fails"
+        );
+        assert!(!breaks(
+            &Row {
+                change_pct: 5.0,
+                ..row
+            },
+            &rule
+        ));
+        assert!(parse_fail_if("p42>+1%").is_err());
+        assert!(parse_fail_if("p99>10").is_err());
+        assert_eq!(parse_fail_if("rps<-5%").unwrap().pct, -5.0);
+    }
+
+    #[test]
+    fn proportions_test() {
+        assert!(proportions(0.0, 1000.0, 100.0, 1000.0).unwrap() < 0.001);
+        assert!(proportions(10.0, 1000.0, 11.0, 1000.0).unwrap() > 0.5);
+    }
+}

@@ -1,0 +1,99 @@
+//! `volley compare`: a 2x latency change is significant, two runs of the same
+//! target are not, and --fail-if turns a significant regression into exit 3.
+
+use super::support::{stderr, stdout, target, url, volley};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Starts a run writing its report to `out`.
+fn start(url: &str, out: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "run",
+            "-c",
+            "4",
+            "-d",
+            "2s",
+            "--interval",
+            "200ms",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+            url,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The verdict of `metric`'s row in the comparison table.
+fn verdict<'t>(table: &'t str, metric: &str) -> &'t str {
+    let line = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(metric))
+        .expect("metric row");
+    line.rsplit("  ").next().unwrap().trim()
+}
+
+#[test]
+fn compare_tells_real_changes_from_noise() {
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        dir.path().join("a.json"),
+        dir.path().join("b.json"),
+        dir.path().join("c.json"),
+    );
+    // A and B measure the same target at the same time, so whatever else
+    // the machine does falls on both alike.
+    let (mut ra, mut rb) = (
+        start(&url(&server, "/sleep/10"), &a),
+        start(&url(&server, "/sleep/10"), &b),
+    );
+    assert!(ra.wait().unwrap().success() && rb.wait().unwrap().success());
+    assert!(start(&url(&server, "/sleep/20"), &c).wait().unwrap().success());
+    let (a, b, c) = (a.to_str().unwrap(), b.to_str().unwrap(), c.to_str().unwrap());
+
+    let same = volley(&["compare", a, b, "--fail-if", "p99>+10%", "--fail-if", "mean>+10%"]);
+    let table = stdout(&same);
+    assert_eq!(same.status.code(), Some(0), "{table}{}", stderr(&same));
+    for metric in ["req/s", "mean", "p50", "p90", "p99"] {
+        assert!(
+            !verdict(&table, metric).starts_with("significant"),
+            "{metric} in:\n{table}"
+        );
+    }
+
+    let slower = volley(&["compare", a, c, "--fail-if", "p99>+10%"]);
+    let table = stdout(&slower);
+    assert_eq!(slower.status.code(), Some(3), "{table}");
+    for metric in ["mean", "p50", "p99"] {
+        assert_eq!(
+            verdict(&table, metric),
+            "significant: worse",
+            "{metric} in:\n{table}"
+        );
+    }
+    assert!(table.contains("failed: p99>+10%"), "{table}");
+    // The other way round it is an improvement, and nothing fails.
+    let faster = volley(&["compare", c, a, "--fail-if", "p99>+10%"]);
+    assert_eq!(faster.status.code(), Some(0));
+    assert_eq!(verdict(&stdout(&faster), "p50"), "significant: better");
+}
+
+#[test]
+fn compare_rejects_what_is_not_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"hello\": 1}").unwrap();
+    let out = volley(&["compare", junk.to_str().unwrap(), junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is not a volley.report/1 report"),
+        "{}",
+        stderr(&out)
+    );
+    let out = volley(&["compare", "a.json", "b.json", "--fail-if", "p99 bigger"]);
+    assert_eq!(out.status.code(), Some(2));
+}
