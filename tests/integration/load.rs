@@ -3,13 +3,14 @@
 //! finding the knee of a target of known capacity. Every run is bounded by
 //! a duration and goes to the embedded target on 127.0.0.1.
 
-use super::support::{num, summary, target, target_with, url, volley_json};
+use super::support::{exclusive, num, summary, target, target_with, url, volley_json};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::Duration;
 
 #[test]
 fn fixed_rate_holds_its_count_and_schedule() {
+    let _exclusive = exclusive();
     let server = target();
     let (out, report) = volley_json(&["run", "-R", "2000", "-d", "5s", &url(&server, "/hi")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -19,7 +20,7 @@ fn fixed_rate_holds_its_count_and_schedule() {
     let schedule = &s["schedule"];
     assert!(num(&schedule["tool_lag_p50_ms"]) < 0.5, "pacer lag {schedule}");
     for row in report["runs"][0]["series"].as_array().unwrap() {
-        assert_eq!(num(&row["target"]), 2000.0);
+        assert_eq!(num(&row["load"]), 2000.0);
         assert!((num(&row["rps"]) - 2000.0).abs() < 100.0, "{row}");
     }
     let text = String::from_utf8_lossy(&out.stdout);
@@ -33,6 +34,7 @@ fn fixed_rate_holds_its_count_and_schedule() {
 /// the intended send time shows it, the service time mostly does not.
 #[test]
 fn a_stall_shows_in_latency_from_the_intended_time() {
+    let _exclusive = exclusive();
     let server = target();
     let addr = server.addr();
     let staller = std::thread::spawn(move || {
@@ -64,6 +66,7 @@ fn a_stall_shows_in_latency_from_the_intended_time() {
 
 #[test]
 fn closed_stages_ramp_the_connections() {
+    let _exclusive = exclusive();
     let server = target();
     let (out, report) = volley_json(&[
         "run",
@@ -75,7 +78,7 @@ fn closed_stages_ramp_the_connections() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows = report["runs"][0]["series"].as_array().unwrap();
-    let targets: Vec<f64> = rows.iter().map(|r| num(&r["target"])).collect();
+    let targets: Vec<f64> = rows.iter().map(|r| num(&r["load"])).collect();
     assert_eq!(&targets[..4], &[10.0, 20.0, 20.0, 20.0], "{targets:?}");
     let first = num(&rows[0]["rps"]);
     let last = num(&rows[3]["rps"]);
@@ -84,11 +87,12 @@ fn closed_stages_ramp_the_connections() {
     assert!(last > 2.0 * first, "rps {first} then {last}");
     assert!(last > 1200.0, "{last}");
     assert_eq!(server.stats().connections_accepted, 20);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("target"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("load"));
 }
 
 #[test]
 fn open_stages_ramp_the_rate() {
+    let _exclusive = exclusive();
     let server = target();
     let (out, report) = volley_json(&[
         "run",
@@ -115,6 +119,7 @@ fn open_stages_ramp_the_rate() {
 
 #[test]
 fn max_connections_grows_the_pool_instead_of_queueing() {
+    let _exclusive = exclusive();
     let server = target();
     // 2 connections on a 20 ms endpoint carry 100 req/s; 400 needs about 8.
     let (out, report) = volley_json(&[
@@ -159,6 +164,7 @@ fn max_connections_grows_the_pool_instead_of_queueing() {
 /// (a little less, as sleeps overshoot). The knee is at 300 or 400.
 #[test]
 fn step_finds_the_knee() {
+    let _exclusive = exclusive();
     let server = target_with(Some(4));
     let (out, report) = volley_json(&[
         "step",
@@ -216,6 +222,7 @@ fn step_finds_the_knee() {
 
 #[test]
 fn step_stops_early_when_errors_pass_the_limit() {
+    let _exclusive = exclusive();
     let server = target();
     let (out, report) = volley_json(&[
         "step",

@@ -3,7 +3,7 @@
 //! plans' own assertions check what the server received (cookies, headers,
 //! bodies), and the per-step statistics check what volley sent.
 
-use super::support::{num, stderr, summary, target, url, volley, volley_json};
+use super::support::{exclusive, num, stderr, summary, target, url, volley, volley_json};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -199,6 +199,7 @@ fn a_failing_assertion_is_an_assert_error_of_its_item() {
 
 #[test]
 fn file_settings_apply_and_flags_override_them() {
+    let _exclusive = exclusive();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(
@@ -242,6 +243,7 @@ fn file_settings_apply_and_flags_override_them() {
 
 #[test]
 fn run_time_limits_a_plan() {
+    let _exclusive = exclusive();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(
@@ -315,6 +317,7 @@ fn malformed_plan_files_exit_2_naming_file_line_and_key() {
 
 #[test]
 fn a_plan_can_be_stepped() {
+    let _exclusive = exclusive();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(
@@ -381,7 +384,7 @@ fn rampup_index_and_the_per_step_log() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| num(&r["target"]))
+        .map(|r| num(&r["load"]))
         .collect();
     assert_eq!(&targets[..5], &[1.0, 2.0, 3.0, 4.0, 4.0], "{targets:?}");
     let status = &summary(&report)["status"];

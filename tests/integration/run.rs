@@ -2,7 +2,7 @@
 //! 127.0.0.1 port 0. Every run is bounded by a request count or a short
 //! duration, and by the harness timeout in `volley()`.
 
-use super::support::{read_report, stderr, stdout, summary, target, url, volley, volley_json};
+use super::support::{exclusive, read_report, stderr, stdout, summary, target, url, volley, volley_json};
 use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -138,6 +138,7 @@ fn no_keepalive_opens_a_connection_per_request() {
 
 #[test]
 fn sleep_20_has_p50_near_20ms() {
+    let _exclusive = exclusive();
     let server = target();
     let (out, report) = volley_json(&["run", "-n", "200", "-c", "10", &url(&server, "/sleep/20")]);
     assert!(out.status.success());
@@ -319,6 +320,7 @@ fn body_file_is_sent() {
 #[cfg(unix)]
 #[test]
 fn sigint_still_reports() {
+    let _exclusive = exclusive();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("interrupted.json");
@@ -387,6 +389,7 @@ fn pipelining_needs_keepalive() {
 /// far below C.)
 #[test]
 fn every_connection_carries_load() {
+    let _exclusive = exclusive();
     let server = target();
     let (out, report) = volley_json(&[
         "run",

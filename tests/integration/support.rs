@@ -90,3 +90,13 @@ pub fn summary(report: &Value) -> &Value {
 pub fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
+
+/// Held by the tests whose figures depend on timing (rates, knees,
+/// comparisons) and by those that load the machine hard, so they never run
+/// at the same time: the test harness runs tests on parallel threads and CI
+/// has two cores.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it must not fail all the others.
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
