@@ -116,6 +116,14 @@ pub struct RunArgs {
     /// Sampling interval of the per-interval log and series.
     #[arg(long, default_value = "1s")]
     pub interval: String,
+    /// Watch this process (the target) during the run: RSS, CPU, threads
+    /// and open files every interval (Linux).
+    #[arg(long, value_name = "PID", conflicts_with = "spawn")]
+    pub monitor_pid: Option<u32>,
+    /// Start the target with this shell command, wait until the URL
+    /// answers, watch it, and stop it at the end.
+    #[arg(long, value_name = "CMD")]
+    pub spawn: Option<String>,
     /// Pass/fail criterion checked on the finished run (repeatable):
     /// "p99<200ms", "errors<1%", "rps>5000", "mean<50ms"; any failure exits 3.
     #[arg(long = "threshold", value_name = "CRITERION")]

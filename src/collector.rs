@@ -6,6 +6,7 @@
 //! order, so the live log and the saved series agree.
 
 use crate::engine::profile::LoadProfile;
+use crate::monitor::{Monitor, ProcSample};
 use crate::recorder::Snapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -27,7 +28,11 @@ pub struct SeriesRow {
     pub max: f64,
     /// The load asked for at the end of the interval: connections, or
     /// requests per second in the open model.
-    pub target: f64,
+    pub load: f64,
+    /// The watched target process at the end of the interval.
+    pub target: Option<ProcSample>,
+    /// volley itself at the end of the interval.
+    pub tool: Option<ProcSample>,
 }
 
 /// Microseconds (as recorded) to milliseconds (as reported).
@@ -36,7 +41,7 @@ pub fn us_to_ms(us: u64) -> f64 {
 }
 
 impl SeriesRow {
-    fn from_snapshot(snap: &Snapshot, start_s: f64, end_s: f64, target: f64) -> SeriesRow {
+    fn from_snapshot(snap: &Snapshot, start_s: f64, end_s: f64, load: f64) -> SeriesRow {
         let span = (end_s - start_s).max(1e-6);
         let pct = |q: f64| us_to_ms(snap.latency.quantile_us(q));
         SeriesRow {
@@ -53,7 +58,9 @@ impl SeriesRow {
             p90: pct(0.9),
             p99: pct(0.99),
             max: pct(1.0),
-            target,
+            load,
+            target: None,
+            tool: None,
         }
     }
 }
@@ -88,6 +95,8 @@ pub struct Collector {
     pub step_series: Vec<Vec<SeriesRow>>,
     /// The planned load, for each row's target.
     profile: LoadProfile,
+    /// Samples processes as rows complete.
+    pub monitor: Option<Monitor>,
 }
 
 impl Collector {
@@ -101,6 +110,7 @@ impl Collector {
             series: Vec::new(),
             step_series: Vec::new(),
             profile,
+            monitor: None,
         }
     }
 
@@ -133,7 +143,7 @@ impl Collector {
 
     /// The planned load at the end of a row: just inside it, so a ramp's
     /// last value belongs to its last row, and rounded off float noise.
-    fn target_at(&self, end_s: f64) -> f64 {
+    fn load_at(&self, end_s: f64) -> f64 {
         let end = self
             .profile
             .duration()
@@ -163,14 +173,17 @@ impl Collector {
                 continue;
             };
             let start_s = index as f64 * self.interval_s;
-            let target = self.target_at(row.end_s);
-            let series_row = SeriesRow::from_snapshot(&row.snapshot, start_s, row.end_s, target);
+            let load = self.load_at(row.end_s);
+            let mut series_row = SeriesRow::from_snapshot(&row.snapshot, start_s, row.end_s, load);
+            if let Some(monitor) = &mut self.monitor {
+                (series_row.target, series_row.tool) = monitor.sample();
+            }
             let steps = &row.snapshot.steps;
             if self.step_series.len() < steps.len() {
                 self.step_series.resize_with(steps.len(), Vec::new);
             }
             for (series, step) in self.step_series.iter_mut().zip(steps) {
-                series.push(SeriesRow::from_snapshot(step, start_s, row.end_s, target));
+                series.push(SeriesRow::from_snapshot(step, start_s, row.end_s, load));
             }
             self.total += &row.snapshot;
             self.series.push(series_row);

@@ -77,7 +77,9 @@ pub fn parse_fail_if(text: &str) -> Result<FailIf, String> {
     })
 }
 
-const METRICS: [&str; 7] = ["rps", "mean", "p50", "p90", "p99", "errors", "max"];
+const METRICS: [&str; 9] = [
+    "rps", "mean", "p50", "p90", "p99", "errors", "max", "tgt_rss", "tgt_cpu",
+];
 
 /// Mean, variance and lag-1-corrected effective size of a series.
 fn series_stats(values: &[f64]) -> Option<(f64, f64, f64)> {
@@ -163,6 +165,11 @@ fn change(a: f64, b: f64) -> f64 {
 }
 
 fn series(run: &Value, key: &str) -> Vec<f64> {
+    series_at(run, &[key])
+}
+
+/// A series of a (possibly nested) field of the rows, `["target", "rss_mb"]`.
+fn series_at(run: &Value, path: &[&str]) -> Vec<f64> {
     let rows = run["series"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     // The last row may be a partial interval; leave it out of the test.
     let full = if rows.len() > 2 {
@@ -170,7 +177,9 @@ fn series(run: &Value, key: &str) -> Vec<f64> {
     } else {
         rows
     };
-    full.iter().filter_map(|r| r[key].as_f64()).collect()
+    full.iter()
+        .filter_map(|r| path.iter().fold(r, |v, k| &v[*k]).as_f64())
+        .collect()
 }
 
 fn num(v: &Value) -> f64 {
@@ -252,6 +261,34 @@ pub fn compare_runs(a: &Value, b: &Value, noise_pct: f64) -> Result<Vec<Row>, St
         false,
         true,
     );
+    // The watched target, when both runs watched one.
+    let (ta, tb) = (&a["target"], &b["target"]);
+    if ta.is_object() && tb.is_object() {
+        let p = welch(
+            &series_at(a, &["target", "rss_mb"]),
+            &series_at(b, &["target", "rss_mb"]),
+        );
+        push(
+            "tgt_rss",
+            num(&ta["peak_rss_mb"]),
+            num(&tb["peak_rss_mb"]),
+            p,
+            p.is_some_and(|p| p < ALPHA),
+            true,
+        );
+        let p = welch(
+            &series_at(a, &["target", "cpu_pct"]),
+            &series_at(b, &["target", "cpu_pct"]),
+        );
+        push(
+            "tgt_cpu",
+            num(&ta["mean_cpu_pct"]),
+            num(&tb["mean_cpu_pct"]),
+            p,
+            p.is_some_and(|p| p < ALPHA),
+            true,
+        );
+    }
     Ok(rows)
 }
 
@@ -297,6 +334,8 @@ pub fn render(url_a: &str, url_b: &str, rows: &[Row]) -> String {
         let label = match r.metric {
             "rps" => "req/s",
             "errors" => "errors %",
+            "tgt_rss" => "tgt MiB",
+            "tgt_cpu" => "tgt cpu%",
             other => other,
         };
         let verdict = if r.within_noise {

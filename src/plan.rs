@@ -194,6 +194,10 @@ pub struct Plan {
     /// The sampling interval of the time series.
     #[serde(rename = "interval_s", serialize_with = "secs")]
     pub interval: Duration,
+    /// The process watched during the run (set by `--spawn` once started).
+    pub monitor_pid: Option<u32>,
+    /// A shell command that starts the target.
+    pub spawn: Option<String>,
     /// Pass/fail criteria on the finished run (`--threshold`).
     #[serde(serialize_with = "criteria_text")]
     pub thresholds: Vec<crate::slo::Criterion>,
@@ -420,6 +424,15 @@ impl Plan {
                 .map(|t| crate::slo::parse_criterion(t).map_err(|e| invalid(format!("--threshold: {e}"))))
                 .collect::<Result<_, _>>()?,
             abort_on_fail: args.abort_on_fail,
+            monitor_pid: match args.monitor_pid {
+                Some(pid) => {
+                    crate::monitor::ProcSampler::new(pid)
+                        .map_err(|e| invalid(format!("--monitor-pid: {e}")))?;
+                    Some(pid)
+                }
+                None => None,
+            },
+            spawn: args.spawn.clone(),
             threads: threads.min(connections),
             requests: args.requests,
             duration,

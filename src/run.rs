@@ -53,7 +53,12 @@ impl Verdict {
 }
 
 /// Runs every target of the plan and reports. Errors are setup failures.
-pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Report, Verdict), EngineError> {
+pub fn execute(
+    mut plan: Plan,
+    output: &Output,
+    stop: Arc<AtomicBool>,
+) -> Result<(Report, Verdict), EngineError> {
+    let _spawned = spawn_target(&mut plan)?;
     // Each connection is a descriptor; leave room for the rest of the process.
     crate::sys::ensure_open_files(plan.connections as u64 + 64).map_err(EngineError::Setup)?;
     let mut report = Report::new(plan.clone(), SystemTime::now());
@@ -111,6 +116,21 @@ pub fn execute(plan: Plan, output: &Output, stop: Arc<AtomicBool>) -> Result<(Re
     let dead = report.runs.iter().any(|r| r.summary.ok == 0);
     let verdict = Verdict::of(&report, dead);
     Ok((report, verdict))
+}
+
+/// How long `--spawn` waits for the target to answer.
+const SPAWN_WAIT: Duration = Duration::from_secs(10);
+
+/// Starts the `--spawn` target (kept alive by the returned guard) and
+/// watches it.
+pub fn spawn_target(plan: &mut Plan) -> Result<Option<crate::monitor::Spawned>, EngineError> {
+    let Some(command) = &plan.spawn else {
+        return Ok(None);
+    };
+    let addr = plan.targets[0].addrs[0];
+    let spawned = crate::monitor::Spawned::start(command, addr, SPAWN_WAIT).map_err(EngineError::Setup)?;
+    plan.monitor_pid = Some(spawned.pid());
+    Ok(Some(spawned))
 }
 
 /// Runs one target, stopping early if `--abort-on-fail` sees a threshold

@@ -239,10 +239,15 @@ fn level_args(
 
 /// Runs every level and reports.
 pub fn execute(
-    step: StepPlan,
+    mut step: StepPlan,
     output: &Output,
     stop: Arc<AtomicBool>,
 ) -> Result<(Report, Verdict), EngineError> {
+    let spawned = crate::run::spawn_target(&mut step.plans[0])?;
+    let watched = step.plans[0].monitor_pid;
+    for plan in &mut step.plans {
+        plan.monitor_pid = watched;
+    }
     let peak = step
         .plans
         .iter()
@@ -310,6 +315,7 @@ pub fn execute(
         print!("\n{}", render(&step_report));
     }
     report.step = Some(step_report);
+    drop(spawned);
     finish_thresholds(&mut report, text);
     save(&report, output)?;
     // Levels past the knee may well fail entirely; only a target that never

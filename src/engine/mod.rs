@@ -134,6 +134,10 @@ pub struct RunResult {
     pub series: Vec<SeriesRow>,
     /// Scenarios: each step's series.
     pub step_series: Vec<Vec<SeriesRow>>,
+    /// The watched target exited during the run.
+    pub target_exited: bool,
+    /// The watched target before the load started.
+    pub target_before: Option<crate::monitor::ProcSample>,
     pub elapsed: Duration,
     /// CPU time of the worker threads during the measured phase.
     pub cpu: CpuTime,
@@ -254,6 +258,7 @@ pub fn run(
     drop(tx);
 
     let mut collector = Collector::new(threads, plan.interval, shared.model.profile(plan.connections));
+    collector.monitor = Some(crate::monitor::Monitor::new(plan.monitor_pid).map_err(EngineError::Setup)?);
     let mut warmup: Option<PhaseSummary> = None;
     let mut warmups_left = if plan.warmup.is_some() { threads } else { 0 };
     let mut elapsed = Duration::ZERO;
@@ -315,6 +320,8 @@ pub fn run(
         total: collector.total,
         series: collector.series,
         step_series: collector.step_series,
+        target_exited: collector.monitor.as_ref().is_some_and(|m| m.target_exited),
+        target_before: collector.monitor.as_ref().and_then(|m| m.target_before),
         elapsed,
         cpu,
         threads,

@@ -58,6 +58,10 @@ pub struct RunReport {
     pub warmup: Option<PhaseTotals>,
     pub summary: Summary,
     pub series: Vec<SeriesRow>,
+    /// The watched target process (`--monitor-pid`, `--spawn`).
+    pub target: Option<crate::monitor::ProcSummary>,
+    /// volley's own process over the run.
+    pub tool_process: Option<crate::monitor::ProcSummary>,
     /// Scenarios: each named plan item's statistics.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepStats>,
@@ -341,6 +345,21 @@ impl RunReport {
                 result.threads,
                 &plan.buckets,
             ),
+            target: plan.monitor_pid.map(|pid| {
+                let samples: Vec<_> = result.series.iter().filter_map(|r| r.target).collect();
+                crate::monitor::ProcSummary::from_samples(
+                    pid,
+                    result.target_before,
+                    &samples,
+                    result.target_exited,
+                )
+            }),
+            tool_process: {
+                let samples: Vec<_> = result.series.iter().filter_map(|r| r.tool).collect();
+                (!samples.is_empty()).then(|| {
+                    crate::monitor::ProcSummary::from_samples(std::process::id(), None, &samples, false)
+                })
+            },
             series: result.series.clone(),
             steps: plan
                 .scenario

@@ -54,23 +54,26 @@ pub fn ms(value: f64) -> String {
 /// The header of the per-interval log.
 pub fn log_header() -> String {
     format!(
-        "{:>9} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
-        "time s", "target", "req/s", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms"
+        "{:>9} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "time s", "load", "req/s", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms", "tgt MiB", "tgt cpu"
     )
 }
 
 /// One row of the per-interval log.
 pub fn log_row(row: &SeriesRow) -> String {
     format!(
-        "{:>9.3} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "{:>9.3} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
         row.t_s,
-        thousands(row.target.round() as u64),
+        thousands(row.load.round() as u64),
         thousands(row.rps.round() as u64),
         thousands(row.errors),
         ms(row.p50),
         ms(row.p90),
         ms(row.p99),
-        ms(row.max)
+        ms(row.max),
+        row.target.map_or("-".to_string(), |t| format!("{:.1}", t.rss_mb)),
+        row.target
+            .map_or("-".to_string(), |t| format!("{:.0}%", t.cpu_pct))
     )
 }
 
@@ -308,6 +311,25 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
             bucket.label,
             thousands(bucket.count),
             bucket.percent
+        );
+    }
+    if let Some(t) = &run.target {
+        let _ = writeln!(
+            out,
+            "target process {}: RSS {:.1} MiB before the load, peak {:.1}, mean {:.1}; CPU mean {:.0}%, peak {:.0}%; threads up to {}, open files up to {}{}",
+            t.pid,
+            t.first_rss_mb,
+            t.peak_rss_mb,
+            t.mean_rss_mb,
+            t.mean_cpu_pct,
+            t.peak_cpu_pct,
+            t.peak_threads,
+            t.peak_fds,
+            if t.exited {
+                " (it exited during the run)"
+            } else {
+                ""
+            }
         );
     }
     let cpu = &s.tool_cpu;

@@ -3,6 +3,7 @@
 
 mod compare;
 mod load;
+mod monitor;
 mod plan;
 mod run;
 mod server;
