@@ -483,7 +483,8 @@ impl Plan {
                 "--pipeline does not go with a plan (its requests depend on each other)",
             ));
         }
-        let origin = match &scenario.base {
+        let settings = &scenario.settings;
+        let origin = match &settings.base {
             Some(base) => base.clone(),
             // No base: take the origin of the first absolute URL.
             None => scenario
@@ -505,11 +506,11 @@ impl Plan {
         let mut resolved = run.clone();
         resolved.urls = vec![origin];
         if resolved.connections.is_none() && (resolved.stages.is_none() || resolved.rate.is_some()) {
-            resolved.connections = scenario.concurrency;
+            resolved.connections = settings.concurrency;
         }
         if resolved.requests.is_none() && resolved.duration.is_none() && resolved.stages.is_none() {
-            resolved.requests = scenario.iterations;
-            resolved.duration = scenario
+            resolved.requests = settings.iterations;
+            resolved.duration = settings
                 .run_time
                 .map(|d| humantime::format_duration(d).to_string());
             if resolved.requests.is_none() && resolved.duration.is_none() {
@@ -517,13 +518,13 @@ impl Plan {
             }
         }
         if resolved.status.is_none()
-            && let Some(codes) = &scenario.success_codes
+            && let Some(codes) = &settings.success_codes
         {
             resolved.status = Some(codes.iter().map(u16::to_string).collect::<Vec<_>>().join(","));
         }
         let mut plan = Plan::from_args(&resolved)?;
         if resolved.stages.is_none() && resolved.rate.is_none() {
-            plan.rampup = scenario.rampup.filter(|r| !r.is_zero());
+            plan.rampup = settings.rampup.filter(|r| !r.is_zero());
         }
         plan.scenario = Some(std::sync::Arc::new(scenario));
         Ok(plan)

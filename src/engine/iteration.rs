@@ -214,7 +214,7 @@ pub async fn run(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket, scenario: &Sc
             break;
         }
     }
-    if scenario.new_conn_per_iter {
+    if scenario.settings.new_conn_per_iter == Some(true) {
         slot.stream = None;
     }
     slot.iteration = Some(state);

@@ -28,9 +28,9 @@ impl fmt::Display for FileError {
 
 impl std::error::Error for FileError {}
 
-/// The top level of a plan file, as written.
+/// The top-level settings of a plan file, as written (flags override them).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PlanFile {
+pub struct Settings {
     pub base: Option<String>,
     pub concurrency: Option<usize>,
     pub iterations: Option<u64>,
@@ -39,6 +39,12 @@ pub struct PlanFile {
     pub run_time: Option<Duration>,
     pub success_codes: Option<Vec<u16>>,
     pub new_conn_per_iter: Option<bool>,
+}
+
+/// A plan file, as written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanFile {
+    pub settings: Settings,
     pub items: Vec<ItemDef>,
 }
 
@@ -220,11 +226,11 @@ impl Reader<'_> {
         let mut plan = PlanFile::default();
         for (key, value) in root.iter() {
             match key.as_str() {
-                "base" => plan.base = Some(self.string(value, "base")?),
-                "concurrency" => plan.concurrency = Some(self.number(value, "concurrency")?),
-                "iterations" => plan.iterations = Some(self.number(value, "iterations")?),
-                "rampup" => plan.rampup = Some(self.duration(value, "rampup")?),
-                "run_time" => plan.run_time = Some(self.duration(value, "run_time")?),
+                "base" => plan.settings.base = Some(self.string(value, "base")?),
+                "concurrency" => plan.settings.concurrency = Some(self.number(value, "concurrency")?),
+                "iterations" => plan.settings.iterations = Some(self.number(value, "iterations")?),
+                "rampup" => plan.settings.rampup = Some(self.duration(value, "rampup")?),
+                "run_time" => plan.settings.run_time = Some(self.duration(value, "run_time")?),
                 "success_codes" => {
                     let codes = self.string_list(value, "success_codes")?;
                     let parsed = codes
@@ -234,10 +240,10 @@ impl Reader<'_> {
                         .ok_or_else(|| {
                             self.err(line_of(value), "'success_codes' must list status codes like 200")
                         })?;
-                    plan.success_codes = Some(parsed);
+                    plan.settings.success_codes = Some(parsed);
                 }
                 "new_conn_per_iter" => {
-                    plan.new_conn_per_iter = Some(self.boolean(value, "new_conn_per_iter")?)
+                    plan.settings.new_conn_per_iter = Some(self.boolean(value, "new_conn_per_iter")?)
                 }
                 "plan" => {
                     let Node::Sequence(items) = value else {

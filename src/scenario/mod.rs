@@ -8,7 +8,7 @@
 pub mod file;
 pub mod template;
 
-use file::{ActionDef, BodyDef, FileError, ItemDef, ItemsDef, PlanFile};
+use file::{ActionDef, BodyDef, FileError, ItemDef, ItemsDef, PlanFile, Settings};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -69,13 +69,8 @@ pub struct Step {
 #[derive(Clone, Debug, Default)]
 pub struct Scenario {
     pub file: PathBuf,
-    pub base: Option<String>,
-    pub concurrency: Option<usize>,
-    pub iterations: Option<u64>,
-    pub rampup: Option<Duration>,
-    pub run_time: Option<Duration>,
-    pub success_codes: Option<Vec<u16>>,
-    pub new_conn_per_iter: bool,
+    /// The file's top-level settings (`base` replaced by `--base`).
+    pub settings: Settings,
     pub steps: Vec<Step>,
     /// Names of the per-step statistics, in order of first appearance.
     pub stat_names: Vec<String>,
@@ -133,7 +128,7 @@ impl Names for Known<'_> {
 pub fn load(path: &Path, filter: &TagFilter, base: Option<&str>) -> Result<Scenario, FileError> {
     let mut plan = file::read(path)?;
     if let Some(base) = base {
-        plan.base = Some(base.to_string());
+        plan.settings.base = Some(base.to_string());
     }
     let mut items = Vec::new();
     flatten(plan.items.clone(), filter, 0, &mut items)?;
@@ -171,13 +166,7 @@ fn flatten(
 fn compile(path: &Path, plan: &PlanFile, items: Vec<ItemDef>) -> Result<Scenario, FileError> {
     let mut scenario = Scenario {
         file: path.to_path_buf(),
-        base: plan.base.clone(),
-        concurrency: plan.concurrency,
-        iterations: plan.iterations,
-        rampup: plan.rampup,
-        run_time: plan.run_time,
-        success_codes: plan.success_codes.clone(),
-        new_conn_per_iter: plan.new_conn_per_iter.unwrap_or(false),
+        settings: plan.settings.clone(),
         ..Scenario::default()
     };
     if items.is_empty() {
@@ -221,7 +210,7 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
     let tpl = |text: &str, items: bool, scenario: &Scenario| {
         let known = Known {
             vars: &scenario.var_names,
-            base: scenario.base.as_deref(),
+            base: scenario.settings.base.as_deref(),
             items,
         };
         Template::compile(text, &known).map_err(|e| at(item, format!("in '{}': {e}", item.name)))
@@ -281,7 +270,7 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
         ActionDef::Assert { key, value } => {
             let known = Known {
                 vars: &scenario.var_names,
-                base: scenario.base.as_deref(),
+                base: scenario.settings.base.as_deref(),
                 items: false,
             };
             let key = match template::resolve(key, &known) {

@@ -88,13 +88,16 @@ fn reads_every_key() {
     );
     let path = write(dir.path(), "plan.yml", FULL);
     let s = load(&path, &TagFilter::default(), None).unwrap();
-    assert_eq!(s.base.as_deref(), Some("http://127.0.0.1:3000"));
-    assert_eq!((s.concurrency, s.iterations), (Some(4), Some(20)));
+    assert_eq!(s.settings.base.as_deref(), Some("http://127.0.0.1:3000"));
     assert_eq!(
-        (s.rampup, s.run_time),
+        (s.settings.concurrency, s.settings.iterations),
+        (Some(4), Some(20))
+    );
+    assert_eq!(
+        (s.settings.rampup, s.settings.run_time),
         (Some(Duration::from_secs(2)), Some(Duration::from_secs(30)))
     );
-    assert_eq!(s.success_codes, Some(vec![200, 201]));
+    assert_eq!(s.settings.success_codes, Some(vec![200, 201]));
     let names: Vec<&str> = s.steps.iter().map(|st| st.name.as_str()).collect();
     assert_eq!(
         names,
@@ -399,7 +402,7 @@ fn csv_with_a_quote_char_and_the_base_override() {
         panic!()
     };
     assert_eq!(r.items.as_ref().unwrap().values[0]["body"], "a,b");
-    assert_eq!(s.base.as_deref(), Some("http://127.0.0.1:2"));
+    assert_eq!(s.settings.base.as_deref(), Some("http://127.0.0.1:2"));
     let url = r.url.as_static();
     assert_eq!(url, None, "item.id is filled per request");
 }
