@@ -26,6 +26,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run a plan file (drill's benchmark YAML): flows with per-step statistics.
     Plan(Box<PlanArgs>),
+    /// Render a saved JSON report as HTML.
+    Report(ReportArgs),
     /// Compare two saved JSON reports: changes and whether they are significant.
     Compare(CompareArgs),
     /// Step through levels of load and report the knee: the five criteria.
@@ -104,6 +106,9 @@ pub struct RunArgs {
     /// Write the JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
+    /// Write a self-contained HTML report with charts to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
     /// Print the JSON report on stdout instead of the text report.
     #[arg(long)]
     pub json: bool,
@@ -230,4 +235,13 @@ pub struct CompareArgs {
     /// Changes smaller than this are noise, however significant (criterion.rs's idea).
     #[arg(long, default_value = "2%", value_name = "PERCENT")]
     pub noise: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// A saved report (volley run -o run.json).
+    pub report: PathBuf,
+    /// Where to write the HTML report.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: PathBuf,
 }

@@ -37,6 +37,7 @@ pub fn run(duration: &str, stop: Arc<AtomicBool>) -> Result<Verdict> {
     let output = Output {
         json_stdout: false,
         file: None,
+        html: None,
         detail: crate::report::text::Detail::Normal,
     };
     let (_report, verdict) = execute(plan, &output, stop)?;

@@ -68,6 +68,19 @@ fn main() -> ExitCode {
             }
         }
         Command::Compare(args) => compare(&args),
+        Command::Report(args) => {
+            let report = match volley::compare::read_report(&args.report) {
+                Ok(report) => report,
+                Err(e) => return fail(EXIT_USAGE, &e),
+            };
+            match std::fs::write(&args.html, volley::report::html::render(&report)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(
+                    EXIT_FAILED,
+                    &format!("cannot write '{}': {e}", args.html.display()),
+                ),
+            }
+        }
         Command::Step(args) => {
             let step = match volley::step::StepPlan::from_args(&args) {
                 Ok(step) => step,
@@ -192,6 +205,7 @@ fn output_of(args: &volley::cli::RunArgs) -> Output {
     Output {
         json_stdout: args.json,
         file: args.output.clone(),
+        html: args.html.clone(),
         detail,
     }
 }

@@ -17,6 +17,8 @@ use std::time::{Duration, SystemTime};
 pub struct Output {
     pub json_stdout: bool,
     pub file: Option<PathBuf>,
+    /// Where to write the HTML report.
+    pub html: Option<PathBuf>,
     pub detail: Detail,
 }
 
@@ -169,6 +171,15 @@ pub fn save(report: &Report, output: &Output) -> Result<(), EngineError> {
     }
     if output.json_stdout {
         println!("{}", report.to_json());
+    }
+    if let Some(path) = &output.html {
+        let value = serde_json::to_value(report).expect("report values always serialise");
+        std::fs::write(path, crate::report::html::render(&value)).map_err(|e| {
+            EngineError::Setup(format!(
+                "cannot write the HTML report to '{}': {e}",
+                path.display()
+            ))
+        })?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! only ever added.
 
 pub mod histogram;
+pub mod html;
 pub mod live;
 pub mod text;
 
