@@ -19,6 +19,8 @@ pub struct SeriesRow {
     pub t_s: f64,
     pub requests: u64,
     pub errors: u64,
+    /// Responses by status class in the interval: 1xx, 2xx, 3xx, 4xx, 5xx.
+    pub status_classes: [u64; 5],
     pub rps: f64,
     /// Mean latency of successful requests (for comparing runs).
     pub mean: f64,
@@ -48,6 +50,9 @@ impl SeriesRow {
             t_s: end_s,
             requests: snap.requests,
             errors: snap.error_count(),
+            status_classes: std::array::from_fn(|class| {
+                snap.status[(class + 1) * 100..(class + 2) * 100].iter().sum()
+            }),
             rps: snap.requests as f64 / span,
             mean: if snap.latency.is_empty() {
                 0.0

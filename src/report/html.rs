@@ -249,18 +249,21 @@ fn run_section(out: &mut String, index: usize, run: &Value, open_model: bool) {
         ),
     );
     figure(out, &tag("spectrum"), spectrum(run));
+    let class = |i: usize| move |r: &Value| r["status_classes"][i].as_f64();
     figure(
         out,
         &tag("outcomes"),
         chart(
-            "Successes and errors per interval",
+            "Status codes and errors per interval",
             "time (s)",
-            "requests",
+            "responses",
             &[
-                series_line(run, "ok", |r| {
-                    Some(r["requests"].as_f64()? - r["errors"].as_f64()?)
+                series_line(run, "2xx", class(1)),
+                series_line(run, "3xx", class(2)),
+                series_line(run, "4xx + 5xx", |r| {
+                    Some(r["status_classes"][3].as_f64()? + r["status_classes"][4].as_f64()?)
                 }),
-                series_line(run, "errors", |r| r["errors"].as_f64()),
+                series_line(run, "errors (all kinds)", |r| r["errors"].as_f64()),
             ],
             false,
         ),

@@ -43,6 +43,13 @@ fn unexpected_status_counts_as_status_errors() {
     assert_eq!(s["requests"], 200);
     assert_eq!(s["errors_by_kind"]["status"], 200);
     assert_eq!(s["status"]["500"], 200);
+    let fives: u64 = report["runs"][0]["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status_classes"][4].as_u64().unwrap())
+        .sum();
+    assert_eq!(fives, 200, "every interval counts its 5xx responses");
     assert!(s["error_examples"]["status"].as_str().unwrap().contains("500"));
     assert_eq!(out.status.code(), Some(1), "nothing succeeded: exit 1");
     assert!(stderr(&out).contains("no request to"), "{}", stderr(&out));
