@@ -87,6 +87,7 @@ pub fn execute(
         if let Some(scenario) = &plan.scenario {
             live.step_names = scenario.stat_names.clone();
         }
+        live.watching = plan.monitor_pid.is_some();
         let (result, aborted_by) = run_watched(&plan, target, &stop, &mut live)?;
         live.finish();
         let run = RunReport::new(&target.url, &result, &plan);

@@ -275,6 +275,7 @@ pub fn execute(
         }
         let (result, aborted_by) = if text {
             let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.duration);
+            live.watching = plan.monitor_pid.is_some();
             let watched = run_watched(plan, &plan.targets[0], &stop, &mut live)?;
             live.finish();
             watched

@@ -19,6 +19,8 @@ pub struct LiveView {
     pub total: Option<Duration>,
     /// Scenario step names, for their rows under each interval.
     pub step_names: Vec<String>,
+    /// A target process is watched: show its columns.
+    pub watching: bool,
     header_printed: bool,
     progress_shown: bool,
 }
@@ -30,6 +32,7 @@ impl LiveView {
             progress,
             total,
             step_names: Vec::new(),
+            watching: false,
             header_printed: false,
             progress_shown: false,
         }
@@ -67,10 +70,10 @@ impl Observer for LiveView {
         let mut out = std::io::stdout().lock();
         self.clear_progress(&mut out);
         if !self.header_printed {
-            let _ = writeln!(out, "{}", log_header());
+            let _ = writeln!(out, "{}", log_header(self.watching));
             self.header_printed = true;
         }
-        let _ = writeln!(out, "{}", log_row(row));
+        let _ = writeln!(out, "{}", log_row(row, self.watching));
         for (name, step) in self.step_names.iter().zip(steps) {
             let _ = writeln!(out, "{}", step_log_row(name, step));
         }

@@ -52,17 +52,21 @@ pub fn ms(value: f64) -> String {
 }
 
 /// The header of the per-interval log.
-pub fn log_header() -> String {
-    format!(
-        "{:>9} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-        "time s", "load", "req/s", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms", "tgt MiB", "tgt cpu"
-    )
+pub fn log_header(watching: bool) -> String {
+    let mut header = format!(
+        "{:>9} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "time s", "load", "req/s", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms"
+    );
+    if watching {
+        header.push_str(&format!(" {:>9} {:>7}", "tgt MiB", "tgt cpu"));
+    }
+    header
 }
 
-/// One row of the per-interval log.
-pub fn log_row(row: &SeriesRow) -> String {
-    format!(
-        "{:>9.3} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+/// One row of the per-interval log; with `watching`, the target's columns.
+pub fn log_row(row: &SeriesRow, watching: bool) -> String {
+    let mut line = format!(
+        "{:>9.3} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
         row.t_s,
         thousands(row.load.round() as u64),
         thousands(row.rps.round() as u64),
@@ -70,11 +74,16 @@ pub fn log_row(row: &SeriesRow) -> String {
         ms(row.p50),
         ms(row.p90),
         ms(row.p99),
-        ms(row.max),
-        row.target.map_or("-".to_string(), |t| format!("{:.1}", t.rss_mb)),
-        row.target
-            .map_or("-".to_string(), |t| format!("{:.0}%", t.cpu_pct))
-    )
+        ms(row.max)
+    );
+    if watching {
+        // A target that exited leaves its columns empty.
+        let (rss, cpu) = row.target.map_or(("-".to_string(), "-".to_string()), |t| {
+            (format!("{:.1}", t.rss_mb), format!("{:.0}%", t.cpu_pct))
+        });
+        line.push_str(&format!(" {rss:>9} {cpu:>7}"));
+    }
+    line
 }
 
 /// A scenario step's row under an interval of the log.
