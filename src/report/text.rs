@@ -63,18 +63,27 @@ pub fn log_header(watching: bool) -> String {
     header
 }
 
-/// One row of the per-interval log; with `watching`, the target's columns.
-pub fn log_row(row: &SeriesRow, watching: bool) -> String {
-    let mut line = format!(
-        "{:>9.3} {:>9} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
-        row.t_s,
-        thousands(row.load.round() as u64),
+/// The req/s, errors and latency columns an interval row and its step rows
+/// share, so the two stay aligned under one header.
+fn rate_and_latency(row: &SeriesRow) -> String {
+    format!(
+        "{:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
         thousands(row.rps.round() as u64),
         thousands(row.errors),
         ms(row.p50),
         ms(row.p90),
         ms(row.p99),
         ms(row.max)
+    )
+}
+
+/// One row of the per-interval log; with `watching`, the target's columns.
+pub fn log_row(row: &SeriesRow, watching: bool) -> String {
+    let mut line = format!(
+        "{:>9.3} {:>9} {}",
+        row.t_s,
+        thousands(row.load.round() as u64),
+        rate_and_latency(row)
     );
     if watching {
         // A target that exited leaves its columns empty.
@@ -89,16 +98,7 @@ pub fn log_row(row: &SeriesRow, watching: bool) -> String {
 /// A scenario step's row under an interval of the log.
 pub fn step_log_row(name: &str, row: &SeriesRow) -> String {
     let name: String = name.chars().take(18).collect();
-    format!(
-        "  {:<18} {:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
-        name,
-        thousands(row.rps.round() as u64),
-        thousands(row.errors),
-        ms(row.p50),
-        ms(row.p90),
-        ms(row.p99),
-        ms(row.max)
-    )
+    format!("  {name:<18} {}", rate_and_latency(row))
 }
 
 /// The per-step table of a scenario's summary.
