@@ -12,6 +12,7 @@ pub mod compare;
 pub mod demo;
 pub mod engine;
 pub mod http1;
+pub mod http2;
 pub mod monitor;
 pub mod net;
 pub mod plan;

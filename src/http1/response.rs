@@ -98,21 +98,26 @@ impl Capture {
             }
         }
         for h in response.headers.iter() {
-            // Only Set-Cookie is needed on every response; the rest is
-            // copied (allocating) only for responses that are assigned.
-            if h.name.eq_ignore_ascii_case("set-cookie") {
-                let value = String::from_utf8_lossy(h.value);
-                let pair = value.split(';').next().unwrap_or_default().trim();
-                if pair.contains('=') {
-                    self.set_cookies.push(pair.to_string());
-                }
+            self.add_header(h.name, h.value);
+        }
+    }
+
+    /// Keeps one response header (HTTP/1.1 or HTTP/2). Only Set-Cookie is
+    /// needed on every response; the rest is copied (allocating) only for
+    /// responses that are assigned.
+    pub fn add_header(&mut self, name: &str, value: &[u8]) {
+        if name.eq_ignore_ascii_case("set-cookie") {
+            let value = String::from_utf8_lossy(value);
+            let pair = value.split(';').next().unwrap_or_default().trim();
+            if pair.contains('=') {
+                self.set_cookies.push(pair.to_string());
             }
-            if self.full {
-                self.headers.push((
-                    h.name.to_ascii_lowercase(),
-                    String::from_utf8_lossy(h.value).into_owned(),
-                ));
-            }
+        }
+        if self.full {
+            self.headers.push((
+                name.to_ascii_lowercase(),
+                String::from_utf8_lossy(value).into_owned(),
+            ));
         }
     }
 }

@@ -1,0 +1,27 @@
+//! volley's own HTTP/2 client driver (RFC 9113), used by the one request
+//! loop in place of the HTTP/1.1 reader when a run speaks HTTP/2.
+//!
+//! Written by hand for the same reason as the HTTP/1.1 path: a load
+//! generator's cost per request is the product. Clients built on the `h2`
+//! crate run a connection task beside the request tasks, hop over channels
+//! and allocate header maps per request, and land at about half of h2load's
+//! rate (oha's issue #538). Here each connection's frames are read by
+//! whichever of its streams is waiting, in place, into reused buffers;
+//! requests are HPACK-encoded once before the run; several streams' frames
+//! go out in one write.
+//!
+//! Layout: `frame` reads and writes frame headers and control frames;
+//! `request` turns a serialised HTTP/1.1 request into a header block;
+//! `hpack` decodes response header blocks;
+//! `conn` is one connection and its streams; `home` shares connections
+//! among the request loops of a worker.
+
+mod conn;
+mod frame;
+mod home;
+mod hpack;
+mod request;
+
+pub use conn::Outbox;
+pub use home::{Home, Lane};
+pub use request::H2Request;
