@@ -103,6 +103,18 @@ pub struct RunArgs {
     /// Skip TLS certificate verification.
     #[arg(long)]
     pub insecure: bool,
+    /// Speak HTTP/2: over TLS (ALPN h2) on https URLs, cleartext with prior
+    /// knowledge (h2c) on http URLs. Without --http2 or --http1.1, https
+    /// negotiates by ALPN.
+    #[arg(long, conflicts_with = "http1_1")]
+    pub http2: bool,
+    /// Speak HTTP/1.1 only, also where the server offers HTTP/2.
+    #[arg(long = "http1.1")]
+    pub http1_1: bool,
+    /// HTTP/2 streams in flight per connection: -c 10 --streams 100 keeps
+    /// 1000 requests in flight over 10 connections.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub streams: usize,
     /// Write the JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,

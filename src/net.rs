@@ -65,7 +65,7 @@ pub struct TlsSetup {
 
 impl TlsSetup {
     /// Verifies against the system's root certificates unless `insecure`.
-    pub fn new(target: &Target, insecure: bool) -> Result<TlsSetup, String> {
+    pub fn new(target: &Target, insecure: bool, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -84,7 +84,7 @@ impl TlsSetup {
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         let server_name = ServerName::try_from(target.host.clone())
             .map_err(|e| format!("invalid TLS server name '{}': {e}", target.host))?;
         Ok(TlsSetup {

@@ -147,6 +147,16 @@ fn millis_list<S: Serializer>(list: &[Duration], s: S) -> Result<S::Ok, S::Error
 }
 
 /// Everything a run needs, resolved and validated.
+/// Which HTTP the run speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HttpVersion {
+    /// HTTP/1.1 on http URLs; on https whatever ALPN settles.
+    Auto,
+    Http1,
+    Http2,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
     /// The URLs, run one after another.
@@ -191,6 +201,10 @@ pub struct Plan {
     /// Requests written at once per connection (1: no pipelining).
     pub pipeline: u32,
     pub insecure: bool,
+    /// The HTTP version asked for.
+    pub http: HttpVersion,
+    /// HTTP/2 streams in flight per connection.
+    pub streams: usize,
     /// The sampling interval of the time series.
     #[serde(rename = "interval_s", serialize_with = "secs")]
     pub interval: Duration,
@@ -397,6 +411,17 @@ impl Plan {
         if args.pipeline == 0 || args.pipeline > 1024 {
             return Err(invalid("--pipeline must be between 1 and 1024"));
         }
+        if args.streams == 0 || args.streams > 10_000 {
+            return Err(invalid("--streams must be between 1 and 10000"));
+        }
+        if args.streams > 1 && args.http1_1 {
+            return Err(invalid("--streams needs HTTP/2: drop --http1.1"));
+        }
+        if args.pipeline > 1 && args.http2 {
+            return Err(invalid(
+                "--pipeline is HTTP/1.1's; HTTP/2 multiplexes with --streams",
+            ));
+        }
         if args.pipeline > 1 && args.no_keepalive {
             return Err(invalid(
                 "--pipeline needs keep-alive connections: drop --no-keepalive",
@@ -447,6 +472,14 @@ impl Plan {
             keepalive: !args.no_keepalive,
             pipeline: args.pipeline,
             insecure: args.insecure,
+            http: if args.http2 {
+                HttpVersion::Http2
+            } else if args.http1_1 {
+                HttpVersion::Http1
+            } else {
+                HttpVersion::Auto
+            },
+            streams: args.streams,
             interval,
             buckets,
         })

@@ -2,19 +2,23 @@
 //!
 //! Every load model runs through [`connection_loop`]: it asks the [`Feed`]
 //! for a ticket, sends (one request, or a pipelined round), reads the
-//! responses and records a sample each. Latency runs from the ticket's
+//! responses and records a sample each. The protocol is a driver below the
+//! loop: HTTP/1.1 owns a connection per loop; over HTTP/2 each loop is a
+//! lane on a connection shared by `--streams` loops (see [`crate::http2`]). Latency runs from the ticket's
 //! intended time; the service time from the actual send. Nothing here locks
 //! or allocates per request: the recorder is this thread's own.
 
-use super::Shared;
 use super::feed::{Feed, Ticket};
+use super::{Protocol, Shared};
 use crate::http1::{BodySink, Capture, ResponseHead, ResponseReader};
+use crate::http2::{Home, Lane, Outbox};
 use crate::net::{Connector, Stream};
 use crate::recorder::Recorder;
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -30,6 +34,8 @@ pub struct Slot {
     /// Set while a request is on the wire; a slot left busy (its request was
     /// cancelled) is reconnected before reuse.
     busy: bool,
+    /// Over HTTP/2: this loop's place on a shared connection.
+    pub(super) h2: Option<Lane>,
 }
 
 /// The worker's view of the run, borrowed by every connection loop.
@@ -42,6 +48,25 @@ pub struct WorkerCtx {
     pub iterations: std::cell::Cell<u64>,
     pub worker: usize,
     pub workers: usize,
+    /// Over HTTP/2: the connection group new loops join until it is full.
+    pub h2_home: RefCell<Option<Rc<Home>>>,
+    /// Over HTTP/2: connections with frames to write, flushed once every
+    /// ready loop has run (so a batch of requests is one write).
+    pub h2_outbox: Rc<Outbox>,
+}
+
+impl WorkerCtx {
+    /// A lane on the newest HTTP/2 connection group, or on a new group.
+    fn next_lane(&self) -> Lane {
+        let mut home = self.h2_home.borrow_mut();
+        if let Some(lane) = home.as_ref().and_then(|h| h.lane()) {
+            return lane;
+        }
+        let fresh = Home::new(self.shared.streams, self.h2_outbox.clone());
+        let lane = fresh.lane().expect("a new group has free lanes");
+        *home = Some(fresh);
+        lane
+    }
 }
 
 /// A connection loop yields to the runtime after this many requests, so
@@ -75,8 +100,14 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<Slot>, feed: &Feed) -> Vec<Slot> 
         loop {
             match loops.poll_next_unpin(cx) {
                 Poll::Ready(Some(slot)) => done.push(slot),
-                Poll::Ready(None) => return Poll::Ready(()),
-                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    ctx.h2_outbox.flush(cx);
+                    return Poll::Ready(());
+                }
+                Poll::Pending => {
+                    ctx.h2_outbox.flush(cx);
+                    return Poll::Pending;
+                }
             }
         }
     });
@@ -88,6 +119,9 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<Slot>, feed: &Feed) -> Vec<Slot> 
 /// says stop. Each round sends up to `--pipeline` requests in one write (one
 /// without pipelining) and reads their responses in order.
 async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: Slot, feed: &Feed) -> Slot {
+    if ctx.shared.protocol == Protocol::Http2 && slot.h2.is_none() {
+        slot.h2 = Some(ctx.next_lane());
+    }
     let mut since_yield = 0u32;
     while let Some(ticket) = feed.next(index).await {
         since_yield += ticket.count;
@@ -127,7 +161,14 @@ pub(super) async fn round_trip(
     capture: Option<&mut Capture>,
 ) -> Result<ResponseHead, RequestError> {
     let timeout = ctx.shared.timeout;
+    let keepalive = ctx.shared.keepalive;
+    let https = ctx.shared.target.tls;
     let work = async {
+        if let Some(lane) = slot.h2.as_mut() {
+            return lane
+                .round_trip_http1(&ctx.connector, bytes, https, capture, keepalive)
+                .await;
+        }
         connect_and_write(ctx, slot, bytes).await?;
         let stream = slot.stream.as_mut().expect("connected by connect_and_write");
         let head = slot
@@ -169,6 +210,22 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
     }
     let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.timeout);
     let timed_out = || RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(ctx.shared.timeout));
+    if let Some(lane) = &slot.h2 {
+        let request = ctx
+            .shared
+            .h2_request
+            .as_ref()
+            .expect("HTTP/2 runs encode their request");
+        let exchange = lane.round_trip(&ctx.connector, request, None, ctx.shared.keepalive);
+        match tokio::time::timeout_at(deadline, exchange)
+            .await
+            .unwrap_or_else(|_| Err(timed_out()))
+        {
+            Ok(head) => record_response(ctx, ticket, sent_at, head),
+            Err(err) => fail(ctx, &err, ticket, sent_at, 1),
+        }
+        return;
+    }
     let count = ticket.count;
     let send = connect_and_write(ctx, slot, ctx.shared.request.repeat_slice(count));
     let sent = tokio::time::timeout_at(deadline, send)
@@ -196,14 +253,7 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
                 return;
             }
         };
-        let now = Instant::now();
-        let sample = Sample {
-            latency_us: micros_between(ticket.intended, now),
-            service_us: micros_between(sent_at, now),
-            bytes: head.bytes,
-            outcome: classify(ctx, head.status),
-        };
-        ctx.recorder.borrow_mut().record(&sample);
+        record_response(ctx, ticket, sent_at, head);
         if head.close || !ctx.shared.keepalive {
             slot.stream = None;
             let unanswered = count - answered - 1;
@@ -220,6 +270,18 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
         }
     }
     slot.busy = false;
+}
+
+/// Records one answered request.
+fn record_response(ctx: &WorkerCtx, ticket: Ticket, sent_at: Instant, head: ResponseHead) {
+    let now = Instant::now();
+    let sample = Sample {
+        latency_us: micros_between(ticket.intended, now),
+        service_us: micros_between(sent_at, now),
+        bytes: head.bytes,
+        outcome: classify(ctx, head.status),
+    };
+    ctx.recorder.borrow_mut().record(&sample);
 }
 
 pub(super) fn micros_between(from: Instant, to: Instant) -> u64 {

@@ -216,6 +216,9 @@ pub async fn run(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket, scenario: &Sc
     }
     if scenario.settings.new_conn_per_iter == Some(true) {
         slot.stream = None;
+        if let Some(lane) = &slot.h2 {
+            lane.new_connection();
+        }
     }
     slot.iteration = Some(state);
 }

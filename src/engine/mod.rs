@@ -9,11 +9,13 @@ pub mod connection;
 pub mod feed;
 pub mod iteration;
 pub mod profile;
+pub mod protocol;
 pub mod timer;
 pub mod worker;
 
 use crate::collector::{Collector, SeriesRow};
 use crate::http1::RequestBytes;
+use crate::http2::H2Request;
 use crate::net::TlsSetup;
 use crate::plan::{Plan, StatusSet, Warmup, share};
 use crate::recorder::Snapshot;
@@ -21,6 +23,7 @@ use crate::sys::CpuTime;
 use crate::target::Target;
 use budget::Limit;
 use profile::LoadProfile;
+pub use protocol::Protocol;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier, OnceLock};
@@ -78,6 +81,11 @@ impl LoadModel {
 pub struct Shared {
     pub target: Target,
     pub request: RequestBytes,
+    pub protocol: Protocol,
+    /// Request loops per connection: HTTP/2 streams (1 for HTTP/1.1).
+    pub streams: usize,
+    /// `request` as HTTP/2 sends it, when the run speaks HTTP/2.
+    pub h2_request: Option<H2Request>,
     pub success: StatusSet,
     pub timeout: Duration,
     pub connect_timeout: Duration,
@@ -144,6 +152,8 @@ pub struct RunResult {
     pub threads: usize,
     /// Stopped by Ctrl-C before its planned end.
     pub interrupted: bool,
+    /// The protocol spoken: `http/1.1`, `h2` or `h2c`.
+    pub protocol: &'static str,
 }
 
 /// Watches a run as it goes.
@@ -201,15 +211,23 @@ pub fn run(
     stop: Arc<AtomicBool>,
     observer: &mut dyn Observer,
 ) -> Result<RunResult, EngineError> {
-    let tls = match target.tls {
-        true => Some(TlsSetup::new(target, plan.insecure).map_err(EngineError::Setup)?),
-        false => None,
+    let settled = protocol::settle(plan, target).map_err(EngineError::Setup)?;
+    let request = RequestBytes::build(&plan.method, target, &plan.headers, &plan.body, plan.keepalive);
+    let h2_request = match settled.protocol {
+        Protocol::Http2 => Some(
+            H2Request::from_http1(request.repeat_slice(1), target.tls).map_err(|e| {
+                EngineError::Setup(format!("the request cannot be sent over HTTP/2: {}", e.message()))
+            })?,
+        ),
+        Protocol::Http1 => None,
     };
     let threads = plan.threads;
     let shared = Arc::new(Shared {
         target: target.clone(),
-        request: RequestBytes::build(&plan.method, target, &plan.headers, &plan.body, plan.keepalive)
-            .pipelined(plan.pipeline),
+        request: request.pipelined(plan.pipeline),
+        protocol: settled.protocol,
+        streams: plan.streams,
+        h2_request,
         success: plan.success.clone(),
         timeout: plan.timeout,
         connect_timeout: plan.connect_timeout,
@@ -218,7 +236,7 @@ pub fn run(
         model: LoadModel::of(plan),
         scenario: plan.scenario.clone(),
         open_model: plan.rate.is_some(),
-        tls,
+        tls: settled.tls,
         interval: plan.interval,
         stop,
         barrier: Barrier::new(threads),
@@ -326,6 +344,7 @@ pub fn run(
         cpu,
         threads,
         interrupted,
+        protocol: settled.name,
     })
 }
 

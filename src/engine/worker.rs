@@ -50,10 +50,11 @@ fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, r
         LoadModel::Closed { ramp } => Feed::Closed(ClosedFeed {
             budget: Budget::new(limit.requests, deadline),
             pipeline: shared.pipeline,
+            // A ramp of connections admits their request loops (streams).
             ramp: ramp
                 .as_ref()
                 .filter(|_| ramped)
-                .map(|r| (r.scaled(spec.share), start)),
+                .map(|r| (r.scaled(spec.share * shared.streams as f64), start)),
         }),
         LoadModel::Open { rate, ramp } => {
             let profile = match ramp.as_ref().filter(|_| ramped) {
@@ -66,7 +67,7 @@ fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, r
                 start,
                 limit.requests,
                 deadline,
-                spec.may_add,
+                spec.may_add * shared.streams,
             ))
         }
     }
@@ -91,11 +92,15 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
         )),
         sink: BodySink::default(),
         iterations: Cell::new(0),
+        h2_home: RefCell::new(None),
+        h2_outbox: Default::default(),
         worker: spec.id,
         workers: spec.workers,
         shared,
     };
-    let mut slots: Vec<Slot> = (0..spec.connections).map(|_| Slot::default()).collect();
+    // One request loop per connection, or per HTTP/2 stream.
+    let loops = spec.connections * ctx.shared.streams;
+    let mut slots: Vec<Slot> = (0..loops).map(|_| Slot::default()).collect();
 
     if let Some(limit) = spec.warmup {
         let began = Instant::now();

@@ -53,6 +53,8 @@ pub struct Tool {
 #[derive(Debug, Serialize)]
 pub struct RunReport {
     pub url: String,
+    /// The protocol spoken: `http/1.1`, `h2` (over TLS) or `h2c`.
+    pub protocol: String,
     /// `volley step`: the level of load of this run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load: Option<f64>,
@@ -337,6 +339,7 @@ impl RunReport {
     pub fn new(url: &str, result: &RunResult, plan: &Plan) -> RunReport {
         RunReport {
             url: url.to_string(),
+            protocol: result.protocol.to_string(),
             load: None,
             warmup: result.warmup.as_ref().map(PhaseTotals::from_phase),
             summary: Summary::new(

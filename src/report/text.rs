@@ -165,10 +165,13 @@ pub fn run_banner(report: &Report, url: &str) -> String {
         (None, Some(stages)) => format!("connections ramped through {}", stage_list(stages)),
         (None, None) => format!("{} connections", thousands(plan.connections as u64)),
     };
-    let growth = plan
+    let mut growth = plan
         .max_connections
         .map(|m| format!(" (up to {m})"))
         .unwrap_or_default();
+    if plan.streams > 1 {
+        growth += &format!(" x {} streams", plan.streams);
+    }
     match &plan.scenario {
         Some(sc) => format!(
             "volley plan {} ({} steps) on {url}\n  {load}{growth} on {} threads, {}, {mode}",
@@ -220,6 +223,7 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
         thousands(s.ok),
         thousands(s.errors)
     );
+    let _ = writeln!(out, "  protocol     {}", run.protocol);
     let _ = writeln!(out, "  elapsed      {:.2} s", s.elapsed_s);
     let _ = writeln!(
         out,

@@ -1,0 +1,80 @@
+//! Which HTTP a run speaks, settled once before it starts.
+//!
+//! `--http1.1` and `--http2` decide it outright (on http URLs `--http2` is
+//! h2c with prior knowledge). Otherwise http URLs speak HTTP/1.1 and https
+//! URLs what the server picks by ALPN, learnt from one probe connection
+//! before the load starts, so that every connection of the run, and the
+//! report, agree on one protocol.
+
+use crate::net::{Connector, Stream, TlsSetup};
+use crate::plan::{HttpVersion, Plan};
+use crate::target::Target;
+
+/// The protocol driver the request loop uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// A run's protocol and the TLS setup that offers it.
+pub struct Settled {
+    pub protocol: Protocol,
+    pub tls: Option<TlsSetup>,
+    /// As reports name it: `http/1.1`, `h2` or `h2c`.
+    pub name: &'static str,
+}
+
+const ALPN_HTTP1: &[u8] = b"http/1.1";
+const ALPN_H2: &[u8] = b"h2";
+
+pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
+    let protocol = match (plan.http, target.tls) {
+        (HttpVersion::Http1, _) | (HttpVersion::Auto, false) => Protocol::Http1,
+        (HttpVersion::Http2, _) => Protocol::Http2,
+        (HttpVersion::Auto, true) => probe(plan, target)?,
+    };
+    if protocol == Protocol::Http1 && plan.streams > 1 {
+        return Err(match (plan.http, target.tls) {
+            (HttpVersion::Auto, true) => format!(
+                "--streams needs HTTP/2, but {} chose HTTP/1.1 in the TLS handshake",
+                target.origin
+            ),
+            _ => "--streams needs HTTP/2: add --http2 (h2c on http URLs)".to_string(),
+        });
+    }
+    let tls = match target.tls {
+        false => None,
+        true => {
+            let alpn = match protocol {
+                Protocol::Http1 => ALPN_HTTP1,
+                Protocol::Http2 => ALPN_H2,
+            };
+            Some(TlsSetup::new(target, plan.insecure, &[alpn])?)
+        }
+    };
+    let name = match (protocol, target.tls) {
+        (Protocol::Http1, _) => "http/1.1",
+        (Protocol::Http2, true) => "h2",
+        (Protocol::Http2, false) => "h2c",
+    };
+    Ok(Settled { protocol, tls, name })
+}
+
+/// Offers both by ALPN on one connection and keeps the server's choice;
+/// a target that cannot be reached is left to the run to report.
+fn probe(plan: &Plan, target: &Target) -> Result<Protocol, String> {
+    let tls = TlsSetup::new(target, plan.insecure, &[ALPN_H2, ALPN_HTTP1])?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    let connector = Connector::new(target, Some(tls), plan.connect_timeout);
+    let chosen = runtime.block_on(async {
+        match connector.connect().await {
+            Ok(Stream::Tls(stream)) => stream.get_ref().1.alpn_protocol() == Some(ALPN_H2),
+            _ => false,
+        }
+    });
+    Ok(if chosen { Protocol::Http2 } else { Protocol::Http1 })
+}
