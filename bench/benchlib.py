@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-VOLLEY = ROOT / "target" / "release" / "volley"
+# Where `cargo build --release` puts volley (CARGO_TARGET_DIR, relative to the
+# repository like cargo's, when set).
+VOLLEY = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "volley"
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
 # One worker, no logs, connections kept open for as long as a run lasts; the
