@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -81,8 +82,12 @@ def start_pinned(cmd, core, ports):
     proc = subprocess.Popen(
         ["taskset", "-c", str(core)] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    for port in ports:
-        wait_listening(port)
+    try:
+        for port in ports:
+            wait_listening(port)
+    except SystemExit:
+        stop(proc)
+        raise
     return proc
 
 
@@ -103,13 +108,23 @@ def start_nginx(core, workdir, servers, ports):
 
 def measured(cmd, cores, limit):
     """Runs a generator pinned to `cores`; returns the finished process and its
-    own CPU seconds and peak RSS (KiB)."""
+    own CPU seconds and peak RSS (KiB). If it still runs after `limit` seconds
+    it is killed with everything it started, and the benchmark stops."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         full = ["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, "taskset", "-c", cores] + cmd
-        proc = subprocess.run(full, capture_output=True, text=True, timeout=limit)
+        proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except BaseException as e:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise SystemExit(f"{cmd[0]} still ran after {limit} s and was killed: {' '.join(cmd)}")
+            raise
         fields = Path(tf.name).read_text().split()
         user, sys_, rss_kb = float(fields[-3]), float(fields[-2]), int(fields[-1])
-    return proc, user + sys_, rss_kb
+    return subprocess.CompletedProcess(full, proc.returncode, out, err), user + sys_, rss_kb
 
 
 def volley_figures(cmd, cores, limit):
