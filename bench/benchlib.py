@@ -138,6 +138,7 @@ def volley_figures(cmd, cores, limit):
         "rps": summary["rps"],
         "requests": summary["requests"],
         "errors": summary["errors"],
+        "bad_status": sum(n for code, n in summary["status"].items() if not code.startswith("2")),
         "p50_ms": summary["latency_ms"]["p50"],
         "cpu_us_per_req": 1e6 * cpu / max(summary["requests"], 1),
         "rss_mb": rss / 1024,
@@ -169,10 +170,13 @@ def run_wrk(url, conns, secs, cores, pipeline=None):
     if not (total and rps):
         raise SystemExit(f"wrk failed: {out} {proc.stderr}")
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    # wrk counts only responses outside 2xx and 3xx.
+    bad_status = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return {
         "rps": float(rps.group(1)),
         "requests": int(total.group(1)),
         "errors": sum(int(g) for g in errors.groups()) if errors else 0,
+        "bad_status": int(bad_status.group(1)) if bad_status else 0,
         "p50_ms": to_ms(*p50.groups()) if p50 else float("nan"),
         "cpu_us_per_req": 1e6 * cpu / max(int(total.group(1)), 1),
         "rss_mb": rss / 1024,
