@@ -9,7 +9,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import vs_peers  # the nginx target and helpers of the peer benchmark
+import benchlib
+import vs_peers  # the nginx target of the peer benchmark
 
 STATIC_PLAN = """base: '{base}'
 plan:
@@ -29,8 +30,8 @@ plan:
 
 def volley(args, core, secs):
     """Returns (req/s, CPU microseconds per request) of one run."""
-    cmd = [str(vs_peers.VOLLEY), *args, "-c", "50", "-t", "1", "-d", f"{secs}s", "--json"]
-    out, cpu, _ = vs_peers.measured(cmd, core, secs + 60)
+    cmd = [str(benchlib.VOLLEY), *args, "-c", "50", "-t", "1", "-d", f"{secs}s", "--json"]
+    out, cpu, _ = benchlib.measured(cmd, core, secs + 60)
     if out.returncode != 0:
         raise SystemExit(f"volley failed: {out.stderr.strip()}")
     summary = json.loads(out.stdout)["runs"][0]["summary"]

@@ -12,76 +12,23 @@ Writes the figures between the generated markers of bench/RESULTS.md.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import re
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-VOLLEY = ROOT / "target" / "release" / "volley"
-RESULTS = ROOT / "bench" / "RESULTS.md"
+from benchlib import (VOLLEY, free_port, measured, median, publish, run_wrk, start_nginx, start_pinned, stop,
+                      version, volley_figures)
+
 START_MARK = "<!-- generated:start -->"
 END_MARK = "<!-- generated:end -->"
 
-NGINX_CONF = """
-worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log error;
-worker_rlimit_nofile 65536;
-events {{ worker_connections 30000; multi_accept on; }}
-http {{
-  access_log off;
-  keepalive_requests 100000000;
-  keepalive_timeout 300s;
-  client_body_temp_path {dir};
-  proxy_temp_path {dir};
-  fastcgi_temp_path {dir};
-  uwsgi_temp_path {dir};
-  scgi_temp_path {dir};
+NGINX_SERVER = """
   server {{
     listen 127.0.0.1:{port} backlog=32768;
     location / {{ return 200 "world"; }}
-  }}
-}}
-"""
-
-# A pipelining script for wrk written for this benchmark: `depth` copies of
-# the request sent in one write.
-WRK_PIPELINE_LUA = """
-init = function(args)
-  local depth = tonumber(args[1]) or 16
-  local parts = {{}}
-  for i = 1, depth do parts[i] = wrk.format() end
-  batch = table.concat(parts)
-end
-request = function() return batch end
-"""
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port, limit=10.0):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"target did not start listening on 127.0.0.1:{port}")
+  }}"""
 
 
 class Target:
@@ -91,85 +38,19 @@ class Target:
         self.kind = kind
         self.port = free_port()
         if kind == "nginx":
-            conf = Path(workdir) / "nginx.conf"
-            conf.write_text(NGINX_CONF.format(dir=workdir, port=self.port))
-            cmd = ["nginx", "-c", str(conf), "-p", workdir]
+            self.proc = start_nginx(core, workdir, NGINX_SERVER.format(port=self.port), [self.port])
         else:
             cmd = [str(VOLLEY), "serve", "--addr", f"127.0.0.1:{self.port}"]
-        self.proc = subprocess.Popen(
-            ["taskset", "-c", str(core)] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        wait_listening(self.port)
+            self.proc = start_pinned(cmd, core, [self.port])
         self.url = f"http://127.0.0.1:{self.port}/hi"
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def measured(cmd, cores, limit):
-    """Runs a generator pinned to `cores`; returns stdout and its own CPU and peak RSS."""
-    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        full = ["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, "taskset", "-c", cores] + cmd
-        proc = subprocess.run(full, capture_output=True, text=True, timeout=limit)
-        fields = Path(tf.name).read_text().split()
-        user, sys_, rss_kb = float(fields[-3]), float(fields[-2]), int(fields[-1])
-    return proc, user + sys_, rss_kb
+        stop(self.proc)
 
 
 def run_volley(url, conns, secs, cores, extra=()):
     cmd = [str(VOLLEY), "run", "-c", str(conns), "-t", "1", "-d", f"{secs}s", "--json", *extra, url]
-    proc, cpu, rss = measured(cmd, cores, secs + 60)
-    try:
-        summary = json.loads(proc.stdout)["runs"][0]["summary"]
-    except (json.JSONDecodeError, KeyError, IndexError):
-        raise SystemExit(f"volley failed: {proc.stderr.strip()}")
-    return {
-        "rps": summary["rps"],
-        "requests": summary["requests"],
-        "errors": summary["errors"],
-        "p50_ms": summary["latency_ms"]["p50"],
-        "cpu_us_per_req": 1e6 * cpu / max(summary["requests"], 1),
-        "rss_mb": rss / 1024,
-    }
-
-
-def to_ms(value, unit):
-    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
-
-
-def run_wrk(url, conns, secs, cores, pipeline=None):
-    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", "--timeout", "30s"]
-    script = None
-    if pipeline:
-        script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
-        script.write(WRK_PIPELINE_LUA)
-        script.close()
-        cmd += ["-s", script.name]
-    cmd.append(url)
-    if pipeline:
-        cmd += ["--", str(pipeline)]
-    proc, cpu, rss = measured(cmd, cores, secs + 60)
-    if script:
-        os.unlink(script.name)
-    out = proc.stdout
-    total = re.search(r"(\d+) requests in", out)
-    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    p50 = re.search(r"^\s+50%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-    if not (total and rps):
-        raise SystemExit(f"wrk failed: {out} {proc.stderr}")
-    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    return {
-        "rps": float(rps.group(1)),
-        "requests": int(total.group(1)),
-        "errors": sum(int(g) for g in errors.groups()) if errors else 0,
-        "p50_ms": to_ms(*p50.groups()) if p50 else float("nan"),
-        "cpu_us_per_req": 1e6 * cpu / max(int(total.group(1)), 1),
-        "rss_mb": rss / 1024,
-    }
+    return volley_figures(cmd, cores, secs + 60)
 
 
 def run_oha(url, conns, secs, cores, extra=()):
@@ -185,24 +66,6 @@ def run_oha(url, conns, secs, cores, extra=()):
         "cpu_us_per_req": 1e6 * cpu / max(total, 1),
         "rss_mb": rss / 1024,
     }
-
-
-def median(rounds, key):
-    return statistics.median(r[key] for r in rounds)
-
-
-def machine():
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True)
-    wrk_version = (wrk.stdout + wrk.stderr).split("[")[0].strip() or "wrk"
-    return f"{os.cpu_count()} cores ({model}), Linux {platform.release()}, {wrk_version}"
 
 
 def main():
@@ -289,24 +152,10 @@ def main():
                     f"{med('c50', 'oha', 'rps'):,.0f}, {med('c50', 'oha', 'cpu_us_per_req'):.2f} us, "
                     f"{med('c50', 'oha', 'rss_mb'):.0f} MB | | | |")
 
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    table = "\n".join([
-        f"Measured {when} on {machine()}; target {args.target} (1 worker) pinned to core "
-        f"{target_core}, generators pinned to core(s) {gen_cores} with 1 thread; medians of "
-        f"{args.rounds} alternating rounds of {args.secs} s ({time.time() - started:.0f} s in all).",
-        "",
-        "| case | volley | wrk | ratio | target | met |",
-        "|---|---|---|---|---|---|",
-        *rows,
-    ])
-    print()
-    print(table)
-    if not args.no_write:
-        text = RESULTS.read_text() if RESULTS.exists() else f"# Benchmark results\n\n{START_MARK}\n{END_MARK}\n"
-        head, _, rest = text.partition(START_MARK)
-        _, _, tail = rest.partition(END_MARK)
-        RESULTS.write_text(f"{head}{START_MARK}\n{table}\n{END_MARK}{tail}")
-        print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
+    setup = (f"{version(['wrk', '-v'])}; target {args.target} (1 worker) pinned to core "
+             f"{target_core}, generators pinned to core(s) {gen_cores} with 1 thread; medians of "
+             f"{args.rounds} alternating rounds of {args.secs} s ({time.time() - started:.0f} s in all).")
+    publish(START_MARK, END_MARK, setup, "wrk", rows, write=not args.no_write)
 
 
 if __name__ == "__main__":

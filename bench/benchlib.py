@@ -1,0 +1,231 @@
+"""What the benchmark scripts share: pinned processes, nginx's configuration,
+running a generator under GNU time, wrk's and volley's figures, the machine's
+description and the tables in bench/RESULTS.md.
+
+Every load goes to 127.0.0.1 and every generator run is bounded by its own
+duration plus a hard timeout.
+"""
+
+import datetime
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Where `cargo build --release` puts volley (CARGO_TARGET_DIR, relative to the
+# repository like cargo's, when set).
+VOLLEY = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "volley"
+RESULTS = ROOT / "bench" / "RESULTS.md"
+
+# One worker, no logs, connections kept open for as long as a run lasts; the
+# `servers` are the server blocks (and any http-level directives).
+NGINX_CONF = """
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log error;
+worker_rlimit_nofile 65536;
+events {{ worker_connections 30000; multi_accept on; }}
+http {{
+  access_log off;
+  keepalive_requests 100000000;
+  keepalive_timeout 300s;
+  client_body_temp_path {dir};
+  proxy_temp_path {dir};
+  fastcgi_temp_path {dir};
+  uwsgi_temp_path {dir};
+  scgi_temp_path {dir};
+{servers}
+}}
+"""
+
+# A pipelining script for wrk written for this benchmark: `depth` copies of
+# the request sent in one write.
+WRK_PIPELINE_LUA = """
+init = function(args)
+  local depth = tonumber(args[1]) or 16
+  local parts = {{}}
+  for i = 1, depth do parts[i] = wrk.format() end
+  batch = table.concat(parts)
+end
+request = function() return batch end
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, limit=10.0):
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"target did not start listening on 127.0.0.1:{port}")
+
+
+def start_pinned(cmd, core, ports):
+    """Starts a server pinned to `core` and waits until each of `ports` accepts."""
+    proc = subprocess.Popen(
+        ["taskset", "-c", str(core)] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        for port in ports:
+            wait_listening(port)
+    except SystemExit:
+        stop(proc)
+        raise
+    return proc
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def start_nginx(core, workdir, servers, ports):
+    """nginx with NGINX_CONF around `servers`, pinned to `core`, its files in `workdir`."""
+    conf = Path(workdir) / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(dir=workdir, servers=servers))
+    return start_pinned(["nginx", "-c", str(conf), "-p", workdir], core, ports)
+
+
+def measured(cmd, cores, limit):
+    """Runs a generator pinned to `cores`; returns the finished process and its
+    own CPU seconds and peak RSS (KiB). If it still runs after `limit` seconds
+    it is killed with everything it started, and the benchmark stops."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
+        full = ["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, "taskset", "-c", cores] + cmd
+        proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except BaseException as e:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise SystemExit(f"{cmd[0]} still ran after {limit} s and was killed: {' '.join(cmd)}")
+            raise
+        fields = Path(tf.name).read_text().split()
+        user, sys_, rss_kb = float(fields[-3]), float(fields[-2]), int(fields[-1])
+    return subprocess.CompletedProcess(full, proc.returncode, out, err), user + sys_, rss_kb
+
+
+def volley_figures(cmd, cores, limit):
+    """Runs a `volley ... --json` command line and returns its figures."""
+    proc, cpu, rss = measured(cmd, cores, limit)
+    try:
+        summary = json.loads(proc.stdout)["runs"][0]["summary"]
+    except (json.JSONDecodeError, KeyError, IndexError):
+        raise SystemExit(f"volley failed: {' '.join(cmd)}\n{proc.stderr.strip()}")
+    return {
+        "rps": summary["rps"],
+        "requests": summary["requests"],
+        "errors": summary["errors"],
+        "bad_status": sum(n for code, n in summary["status"].items() if not code.startswith("2")),
+        "p50_ms": summary["latency_ms"]["p50"],
+        "cpu_us_per_req": 1e6 * cpu / max(summary["requests"], 1),
+        "rss_mb": rss / 1024,
+    }
+
+
+def to_ms(value, unit):
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def run_wrk(url, conns, secs, cores, pipeline=None):
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", "--timeout", "30s"]
+    script = None
+    if pipeline:
+        script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
+        script.write(WRK_PIPELINE_LUA)
+        script.close()
+        cmd += ["-s", script.name]
+    cmd.append(url)
+    if pipeline:
+        cmd += ["--", str(pipeline)]
+    proc, cpu, rss = measured(cmd, cores, secs + 60)
+    if script:
+        os.unlink(script.name)
+    out = proc.stdout
+    total = re.search(r"(\d+) requests in", out)
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    p50 = re.search(r"^\s+50%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+    if not (total and rps):
+        raise SystemExit(f"wrk failed: {out} {proc.stderr}")
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    # wrk counts only responses outside 2xx and 3xx.
+    bad_status = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "rps": float(rps.group(1)),
+        "requests": int(total.group(1)),
+        "errors": sum(int(g) for g in errors.groups()) if errors else 0,
+        "bad_status": int(bad_status.group(1)) if bad_status else 0,
+        "p50_ms": to_ms(*p50.groups()) if p50 else float("nan"),
+        "cpu_us_per_req": 1e6 * cpu / max(int(total.group(1)), 1),
+        "rss_mb": rss / 1024,
+    }
+
+
+def median(rounds, key):
+    return statistics.median(r[key] for r in rounds)
+
+
+def version(cmd):
+    """A tool's version as it prints it (`wrk -v`, `h2load --version`, `nginx -v`)."""
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    lines = (out.stdout + out.stderr).strip().splitlines()
+    return lines[0].split("[")[0].strip() if lines else cmd[0]
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({model}), Linux {platform.release()}"
+
+
+def publish(start_mark, end_mark, setup, peer, rows, write=True):
+    """Prints the table of `rows` (volley against `peer`) under a line saying
+    when, where and how (`setup`), and puts both between the markers in
+    RESULTS.md (added at its end when missing) if `write`."""
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    table = "\n".join([
+        f"Measured {when} on {machine()}, {setup}",
+        "",
+        f"| case | volley | {peer} | ratio | target | met |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ])
+    print()
+    print(table)
+    if not write:
+        return
+    doc = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    if start_mark not in doc:
+        doc = f"{doc.rstrip()}\n\n{start_mark}\n{end_mark}\n"
+    head, _, rest = doc.partition(start_mark)
+    _, _, tail = rest.partition(end_mark)
+    RESULTS.write_text(f"{head}{start_mark}\n{table}\n{end_mark}{tail}")
+    print(f"\nwritten to {RESULTS.relative_to(ROOT)}")

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# volley against h2load over HTTP/2 and against wrk over HTTP/1.1 with TLS,
+# side by side on this machine (issue 7; see vs_h2load.py). Installs what it
+# needs when missing: Debian's nghttp2-client (h2load), nginx-light, wrk,
+# openssl (for a self-signed certificate) and GNU time (for each process's
+# own CPU and peak RSS). Every load targets 127.0.0.1 only and every run is
+# bounded in time; the whole script takes about 1.5 minutes.
+#
+#   bench/vs-h2load.sh                         # 3 rounds of 5 s, writes bench/RESULTS.md
+#   bench/vs-h2load.sh --rounds 1 --duration 3 # shorter
+#   bench/vs-h2load.sh --only-peers            # h2load and wrk only: no build, no volley
+#   bench/vs-h2load.sh --no-write              # print only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v wrk >/dev/null || need+=(wrk)
+command -v openssl >/dev/null || need+=(openssl)
+[ -x /usr/bin/time ] || need+=(time)
+command -v taskset >/dev/null || need+=(util-linux)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]} ..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+for module in http_ssl_module http_v2_module; do
+  if ! nginx -V 2>&1 | grep -q -- "--with-$module"; then
+    echo "this nginx was built without $module (nginx -V); HTTP/2 over TLS needs it" >&2
+    exit 1
+  fi
+done
+if [[ " $* " != *" --only-peers "* ]]; then
+  cargo build --release --quiet
+fi
+exec python3 bench/vs_h2load.py "$@"
