@@ -6,9 +6,12 @@
 //! needs little of a response's headers: `:status` always, everything only
 //! for a plan's captured responses. So values that are neither indexed nor
 //! wanted are skipped undecoded; only fields the server adds to the dynamic
-//! table are always decoded (their decoded size drives eviction). Evicted
-//! entries' buffers are reused, so a steady run allocates nothing here.
-//! Huffman strings are decoded by `httlib-huffman`.
+//! table are always decoded (their decoded size drives eviction). Servers
+//! such as nginx add the same fields (server, date, content-type) to the
+//! table on every response, so a new entry whose encoded value matches a
+//! recent entry's copies that entry's decoded value instead of decoding it
+//! again. Evicted entries' buffers are reused, so a steady run allocates
+//! nothing here. Huffman strings are decoded by `httlib-huffman`.
 
 use std::collections::VecDeque;
 
@@ -20,7 +23,17 @@ pub const TABLE_SIZE: usize = 4096;
 #[derive(Debug, PartialEq, Eq)]
 pub struct HpackError(pub &'static str);
 
-type Entry = (Vec<u8>, Vec<u8>);
+/// A dynamic table entry.
+#[derive(Default)]
+struct Entry {
+    name: Vec<u8>,
+    value: Vec<u8>,
+    /// The value as it was encoded (Huffman flag, then bytes).
+    encoded: Vec<u8>,
+}
+
+/// How many of the newest entries a new one is compared with.
+const RECENT: usize = 8;
 
 /// One connection's decoding state.
 pub struct Decoder {
@@ -86,18 +99,31 @@ impl Decoder {
             } else if first & 0x40 != 0 {
                 // Literal with incremental indexing: always decoded.
                 let index = integer(block, &mut pos, 6)?;
-                let (mut new_name, mut new_value) = self.spare.pop().unwrap_or_default();
-                new_name.clear();
+                let mut new = self.spare.pop().unwrap_or_default();
+                new.name.clear();
                 if index == 0 {
-                    string(block, &mut pos, Some(&mut new_name))?;
+                    string(block, &mut pos, Some(&mut new.name))?;
                 } else {
-                    new_name.extend_from_slice(self.entry(index)?.0);
+                    new.name.extend_from_slice(self.entry(index)?.0);
                 }
-                string(block, &mut pos, Some(&mut new_value))?;
-                if all || new_name == STATUS {
-                    field(&new_name, &new_value);
+                let (huffman, bytes) = raw_string(block, &mut pos)?;
+                new.encoded.clear();
+                new.encoded.push(huffman as u8);
+                new.encoded.extend_from_slice(bytes);
+                new.value.clear();
+                match self
+                    .table
+                    .iter()
+                    .take(RECENT)
+                    .find(|e| e.encoded == new.encoded && e.name == new.name)
+                {
+                    Some(same) => new.value.extend_from_slice(&same.value),
+                    None => decode_string(huffman, bytes, &mut new.value)?,
                 }
-                self.insert((new_name, new_value));
+                if all || new.name == STATUS {
+                    field(&new.name, &new.value);
+                }
+                self.insert(new);
             } else if first & 0x20 != 0 {
                 // Dynamic table size update.
                 let size = integer(block, &mut pos, 5)?;
@@ -130,11 +156,11 @@ impl Decoder {
         if let Some(&(n, v)) = index.checked_sub(1).and_then(|i| STATIC_TABLE.get(i)) {
             return Ok((n, v));
         }
-        let (n, v) = index
+        let entry = index
             .checked_sub(STATIC_TABLE.len() + 1)
             .and_then(|i| self.table.get(i))
             .ok_or(HpackError("header index out of range"))?;
-        Ok((n, v))
+        Ok((&entry.name, &entry.value))
     }
 
     fn insert(&mut self, entry: Entry) {
@@ -166,8 +192,8 @@ impl Decoder {
     }
 }
 
-fn entry_size((name, value): &Entry) -> usize {
-    name.len() + value.len() + 32
+fn entry_size(entry: &Entry) -> usize {
+    entry.name.len() + entry.value.len() + 32
 }
 
 fn truncated() -> HpackError {
@@ -197,20 +223,32 @@ fn integer(block: &[u8], pos: &mut usize, prefix: u32) -> Result<usize, HpackErr
     }
 }
 
-/// A string literal (5.2), decoded into `out`, or skipped when `None`.
-fn string(block: &[u8], pos: &mut usize, out: Option<&mut Vec<u8>>) -> Result<(), HpackError> {
+/// A string literal (5.2) as encoded: whether it is Huffman-coded, and its
+/// bytes.
+fn raw_string<'b>(block: &'b [u8], pos: &mut usize) -> Result<(bool, &'b [u8]), HpackError> {
     let huffman = block.get(*pos).ok_or_else(truncated)? & 0x80 != 0;
     let len = integer(block, pos, 7)?;
     let bytes = block.get(*pos..*pos + len).ok_or_else(truncated)?;
     *pos += len;
+    Ok((huffman, bytes))
+}
+
+fn decode_string(huffman: bool, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), HpackError> {
+    if huffman {
+        httlib_huffman::decode(bytes, out, httlib_huffman::DecoderSpeed::FiveBits)
+            .map_err(|_| HpackError("invalid Huffman string"))
+    } else {
+        out.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// A string literal, decoded into `out`, or skipped when `None`.
+fn string(block: &[u8], pos: &mut usize, out: Option<&mut Vec<u8>>) -> Result<(), HpackError> {
+    let (huffman, bytes) = raw_string(block, pos)?;
     if let Some(out) = out {
         out.clear();
-        if huffman {
-            httlib_huffman::decode(bytes, out, httlib_huffman::DecoderSpeed::FiveBits)
-                .map_err(|_| HpackError("invalid Huffman string"))?;
-        } else {
-            out.extend_from_slice(bytes);
-        }
+        decode_string(huffman, bytes, out)?;
     }
     Ok(())
 }
@@ -345,6 +383,32 @@ mod tests {
             assert_eq!(decoded, expected, "round {round}");
         }
         assert!(decoder.size <= TABLE_SIZE);
+    }
+
+    /// A block nginx 1.22 sent, which adds every field to the table again on
+    /// each response: the second and third decodes reuse the first's values.
+    #[test]
+    fn decodes_nginx_reindexing_the_same_fields() {
+        let hex = "887689aa6355e580ae212e1f6196dc34fd2820a9a4fdd41004e2810dc69cb8db8a62d1bf5f87497ca58ae819aa5c0135";
+        let block: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let mut decoder = Decoder::default();
+        for _ in 0..3 {
+            let fields = decode_all(&mut decoder, &block);
+            let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(
+                names,
+                [":status", "server", "date", "content-type", "content-length"]
+            );
+            assert_eq!(fields[0].1, "200");
+            assert_eq!(fields[1].1, "nginx/1.22.1");
+            assert!(fields[2].1.ends_with(" GMT"), "{}", fields[2].1);
+            assert_eq!(fields[3].1, "text/plain");
+            assert_eq!(fields[4].1, "5");
+        }
+        assert_eq!(decoder.table.len(), 12);
     }
 
     #[test]
