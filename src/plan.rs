@@ -417,6 +417,9 @@ impl Plan {
         if args.streams > 1 && args.http1_1 {
             return Err(invalid("--streams needs HTTP/2: drop --http1.1"));
         }
+        if args.streams > 1 && !args.http2 && targets.iter().any(|t| !t.tls) {
+            return Err(invalid("--streams needs HTTP/2: add --http2 (h2c on http URLs)"));
+        }
         if args.pipeline > 1 && args.http2 {
             return Err(invalid(
                 "--pipeline is HTTP/1.1's; HTTP/2 multiplexes with --streams",
