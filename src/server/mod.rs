@@ -17,11 +17,13 @@
 //! Layout: this file owns the listener, the lifecycle (spawn, run, stop) and
 //! the counters; `conn` runs one connection; `request` parses requests;
 //! `response` writes heads; `routes` implements the endpoints, `api` the JSON
-//! ones; `pause` holds the pause.
+//! ones, against the protocol-neutral requests and replies of `reply`;
+//! `pause` holds the pause.
 
 mod api;
 mod conn;
 mod pause;
+mod reply;
 mod request;
 mod response;
 mod routes;

@@ -65,7 +65,7 @@ pub(super) enum Method {
 }
 
 impl Method {
-    fn of(name: &str) -> Self {
+    pub(super) fn of(name: &str) -> Self {
         match name {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
