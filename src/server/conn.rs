@@ -1,6 +1,6 @@
-//! One connection of the embedded target server: the read/parse/respond
-//! loop, its buffers, and the HTTP/1.1 rendering of what the endpoints
-//! answer.
+//! One HTTP/1.1 connection of the embedded target server: the
+//! read/parse/respond loop, its buffers, and the HTTP/1.1 rendering of what
+//! the endpoints answer.
 //!
 //! The buffers are per connection and reused across requests, so a
 //! keep-alive connection answering `/hi` does not allocate. Pipelined
@@ -28,7 +28,7 @@ use super::response::{self, Persistence};
 use super::routes::{self, Route};
 
 /// Initial size of each buffer, and the least free space offered to a read.
-const BUF_SIZE: usize = 8 * 1024;
+pub(super) const BUF_SIZE: usize = 8 * 1024;
 /// Buffers grown past this by one big request are dropped afterwards, so an
 /// idle connection does not keep a large body resident.
 const KEEP_CAPACITY: usize = 1024 * 1024;
@@ -73,9 +73,11 @@ struct Input {
 }
 
 impl Input {
-    fn new() -> Self {
+    /// Starts with `read`, the bytes read before the protocol was known.
+    fn new(mut read: Vec<u8>) -> Self {
+        read.reserve(BUF_SIZE.saturating_sub(read.len()));
         Self {
-            buf: Vec::with_capacity(BUF_SIZE),
+            buf: read,
             start: 0,
             parser: RequestParser::new(),
         }
@@ -293,14 +295,12 @@ struct Conn {
     shared: Arc<Shared>,
 }
 
-/// Serves HTTP/1.1 on `stream` until either side closes it.
-pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
-    // Responses are written whole or deliberately in pieces (`/slow`);
-    // either way Nagle's delay would only distort the timings.
-    let _ = stream.set_nodelay(true);
+/// Serves HTTP/1.1 on `stream` until either side closes it. `read` holds
+/// the bytes read from it while telling its protocol.
+pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, read: Vec<u8>) {
     let mut conn = Conn {
         stream,
-        input: Input::new(),
+        input: Input::new(read),
         out: Output {
             buf: Vec::with_capacity(BUF_SIZE),
             finished: 0,

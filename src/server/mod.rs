@@ -6,23 +6,28 @@
 //! JSON API under `/api/` (log in, list, fetch, create) for scenario tests, it
 //! has fault endpoints that answer with invalid bytes, close a keep-alive
 //! connection mid-stream or never answer. Those need raw control of the
-//! socket, which hyper's server does not give, so this is a small HTTP/1.1
-//! server written by hand on tokio and `httparse`.
+//! socket, which hyper's server does not give, so HTTP/1.1 is served by hand
+//! on tokio and `httparse`. HTTP/2 comes from the `h2` crate, which leaves
+//! the socket to us, by prior knowledge (h2c) on the same listener. Both
+//! protocols run the same endpoints.
 //!
 //! Two server-wide controls let tests shape the target as a whole: `/pause`
 //! holds every response for a while (a stall the tester must see in its
 //! latencies), and [`ServerOptions::max_inflight`] gives the server a known
 //! capacity (a knee a rate-stepping test can find).
 //!
-//! Layout: this file owns the listener, the lifecycle (spawn, run, stop) and
-//! the counters; `conn` runs one connection; `request` parses requests;
-//! `response` writes heads; `routes` implements the endpoints, `api` the JSON
-//! ones, against the protocol-neutral requests and replies of `reply`;
-//! `pause` holds the pause.
+//! Layout: this file owns the listener, the lifecycle (spawn, run, stop),
+//! the counters and the choice of protocol per connection; `preface` tells
+//! h2c from HTTP/1.1. `conn` runs an HTTP/1.1 connection
+//! (`request` parses requests, `response` writes heads), `h2` an HTTP/2 one.
+//! `routes` implements the endpoints, `api` the JSON ones, against the
+//! protocol-neutral requests and replies of `reply`; `pause` holds the pause.
 
 mod api;
 mod conn;
+mod h2;
 mod pause;
+mod preface;
 mod reply;
 mod request;
 mod response;
@@ -35,14 +40,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinSet;
 
 use pause::Pause;
+use preface::Protocol;
 
-/// How the server is started. More options (TLS) will join these; construct
-/// with `..Default::default()` to stay compatible.
+/// How the server is started. More options may join these; construct with
+/// `..Default::default()` to stay compatible.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerOptions {
     /// Where to listen; port 0 picks a free port (see [`ServerHandle::addr`]).
@@ -70,11 +77,19 @@ impl Default for ServerOptions {
 ///
 /// Requests that could not be parsed (answered with a 4xx and a close) are in
 /// neither request counter, so `requests_completed <= requests_received`.
+/// The request counters count HTTP/2 streams like HTTP/1.1 requests; an
+/// HTTP/2 response counts as completed once its last frame is handed to the
+/// connection.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, PartialEq, Eq)]
 pub struct StatsSnapshot {
     pub connections_accepted: u64,
     /// Connections whose handling ended, whichever side closed.
     pub connections_closed: u64,
+    /// Connections served as HTTP/1.1.
+    pub http1_connections: u64,
+    /// Connections served as HTTP/2 (h2c). Those closed before they showed
+    /// a protocol are in neither count.
+    pub h2_connections: u64,
     /// Requests parsed (head and body complete).
     pub requests_received: u64,
     /// Responses fully written to the socket. The fault endpoints (`/drop`,
@@ -88,6 +103,8 @@ pub struct StatsSnapshot {
 struct Shared {
     connections_accepted: AtomicU64,
     connections_closed: AtomicU64,
+    http1_connections: AtomicU64,
+    h2_connections: AtomicU64,
     requests_received: AtomicU64,
     requests_completed: AtomicU64,
     /// Set at shutdown so CPU and memory work running on blocking threads,
@@ -133,6 +150,8 @@ impl Shared {
         StatsSnapshot {
             connections_accepted: self.connections_accepted.load(Relaxed),
             connections_closed: self.connections_closed.load(Relaxed),
+            http1_connections: self.http1_connections.load(Relaxed),
+            h2_connections: self.h2_connections.load(Relaxed),
             requests_received: self.requests_received.load(Relaxed),
             requests_completed: self.requests_completed.load(Relaxed),
         }
@@ -276,8 +295,8 @@ pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
     })
 }
 
-/// Serves connections from `listener` until `shutdown` resolves, then closes
-/// them all. The caller binds, so it controls the address and sees bind
+/// Serves connections from `listener`, HTTP/1.1 and h2c, until `shutdown`
+/// resolves, then closes them all. The caller binds, so it controls the address and sees bind
 /// errors itself.
 ///
 /// # Errors
@@ -389,6 +408,11 @@ fn is_per_connection(e: &io::Error) -> bool {
     )
 }
 
+/// A connection's byte stream.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
 fn connection(stream: TcpStream, shared: Arc<Shared>) -> impl Future<Output = ()> + Send {
     /// Counts the close however the task ends. Created before the task is
     /// spawned, so a task aborted at shutdown before it ever ran still counts.
@@ -401,7 +425,29 @@ fn connection(stream: TcpStream, shared: Arc<Shared>) -> impl Future<Output = ()
     let closed = Closed(Arc::clone(&shared));
     async move {
         let _closed = closed;
-        conn::serve(stream, shared).await;
+        // Responses are written whole or deliberately in pieces (`/slow`);
+        // either way Nagle's delay would only distort the timings.
+        let _ = stream.set_nodelay(true);
+        let mut stream = stream;
+        let mut read = Vec::with_capacity(conn::BUF_SIZE);
+        if let Some(protocol) = preface::sniff(&mut stream, &mut read).await {
+            serve_as(protocol, stream, shared, read).await;
+        }
+    }
+}
+
+/// Serves `protocol` on `stream`, whose first bytes, already read, are in
+/// `read`.
+async fn serve_as(protocol: Protocol, stream: TcpStream, shared: Arc<Shared>, read: Vec<u8>) {
+    match protocol {
+        Protocol::Http1 => {
+            shared.http1_connections.fetch_add(1, Relaxed);
+            conn::serve(stream, shared, read).await;
+        }
+        Protocol::Http2 => {
+            shared.h2_connections.fetch_add(1, Relaxed);
+            h2::serve(preface::Rewind::new(read, stream), shared).await;
+        }
     }
 }
 

@@ -2,8 +2,8 @@
 //! exchange.
 //!
 //! The endpoints (`routes`, `api`) are written once against these types:
-//! a connection turns what it reads into an [`Incoming`] and renders the
-//! [`Answer`] in its protocol (`conn` does both for HTTP/1.1). A reply says
+//! `conn` turns an [`Incoming`] out of HTTP/1.1 bytes and renders the
+//! [`Answer`] as HTTP/1.1, `h2` does both with HTTP/2 streams. A reply says
 //! what to send, not how: its body may be a recipe (`n` filler bytes, a slow
 //! drip) that each protocol writes its own way, without building the body in
 //! memory first.
@@ -16,7 +16,8 @@ use super::request::{Fields, Method};
 
 /// The body `/slow` drips, one byte at a time.
 pub(super) const SLOW_BODY: &[u8] = b"0123456789";
-/// What `/garbage` sends: no status line, then bytes no parser can like.
+/// What `/garbage` sends: no status line (nor HTTP/2 frame), then bytes no
+/// parser can like.
 pub(super) const GARBAGE: &[u8] = b"NOT HTTP AT ALL\r\n\r\n\x00\xff\xfe\x01\x80\x7f\r\n\x1b[0m\xc3\x28";
 /// Size of the filler `/bytes` bodies are cut from.
 pub(super) const FILL_LEN: usize = 64 * 1024;
@@ -41,12 +42,14 @@ pub(super) struct Incoming<'a> {
 pub(super) enum Headers<'a> {
     /// The HTTP/1.1 request from its first byte.
     Http1(&'a [u8]),
+    Http2(&'a http::HeaderMap),
 }
 
 impl<'a> Incoming<'a> {
     pub(super) fn fields(&self) -> Fields<'a> {
         match self.headers {
             Headers::Http1(request) => Fields::of(request),
+            Headers::Http2(map) => Fields::Map(map),
         }
     }
 

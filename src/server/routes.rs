@@ -11,9 +11,9 @@
 //!
 //! Each endpoint is written once, for every protocol: [`answer`] takes a
 //! protocol-neutral request and says what to send (a `Reply`) or which fault
-//! to commit, and the connection (`conn`, for HTTP/1.1) writes that in its
-//! protocol. Routing looks at the path only; the query string is in the
-//! request for the endpoints that read it.
+//! to commit, and the HTTP/1.1 (`conn`) and HTTP/2 (`h2`) connections write
+//! that their own way. Routing looks at the path only; the query string is
+//! in the request for the endpoints that read it.
 
 use std::hint::black_box;
 use std::sync::Arc;
