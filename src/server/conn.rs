@@ -1,6 +1,6 @@
-//! One HTTP/1.1 connection of the embedded target server: the
-//! read/parse/respond loop, its buffers, and the HTTP/1.1 rendering of what
-//! the endpoints answer.
+//! One HTTP/1.1 connection of the embedded target server, on any byte
+//! stream: the read/parse/respond loop, its buffers, and the HTTP/1.1
+//! rendering of what the endpoints answer.
 //!
 //! The buffers are per connection and reused across requests, so a
 //! keep-alive connection answering `/hi` does not allocate. Pipelined
@@ -17,15 +17,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::Shared;
 use super::reply::{self, Answer, Body, GARBAGE, Headers, Incoming, Reply};
 use super::request::{ParseError, Request, RequestParser};
 use super::response::{self, Persistence};
 use super::routes::{self, Route};
+use super::{Io, Shared};
 
 /// Initial size of each buffer, and the least free space offered to a read.
 pub(super) const BUF_SIZE: usize = 8 * 1024;
@@ -105,7 +104,7 @@ impl Input {
     }
 
     /// Reads more bytes after the unconsumed ones; `Ok(0)` is EOF.
-    async fn read_more(&mut self, stream: &mut TcpStream) -> io::Result<usize> {
+    async fn read_more(&mut self, stream: &mut (impl AsyncRead + Unpin)) -> io::Result<usize> {
         if self.start > 0 {
             self.buf.drain(..self.start);
             self.start = 0;
@@ -118,7 +117,7 @@ impl Input {
 
     /// Reads and throws away until EOF or an error, holding at most one
     /// buffer's worth; gives up after `limit` bytes.
-    async fn discard_until_eof(&mut self, stream: &mut TcpStream, limit: usize) {
+    async fn discard_until_eof(&mut self, stream: &mut (impl AsyncRead + Unpin), limit: usize) {
         self.start = 0;
         let mut seen = 0;
         loop {
@@ -181,7 +180,7 @@ impl Output {
         }
     }
 
-    async fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+    async fn flush(&mut self, stream: &mut (impl AsyncWrite + Unpin)) -> io::Result<()> {
         if !self.buf.is_empty() {
             self.shared.pause.hold().await;
             stream.write_all(&self.buf).await?;
@@ -202,14 +201,14 @@ impl Output {
 
     /// Writes `bytes` straight to the socket, after any pause: for the
     /// endpoints that write past the buffer.
-    async fn write_direct(&self, stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
+    async fn write_direct(&self, stream: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> io::Result<()> {
         self.shared.pause.hold().await;
         stream.write_all(bytes).await
     }
 
     /// Writes `body` after everything queued: copied if small, straight
     /// from where it is if not.
-    async fn body(&mut self, stream: &mut TcpStream, body: &[u8]) -> io::Result<()> {
+    async fn body(&mut self, stream: &mut (impl AsyncWrite + Unpin), body: &[u8]) -> io::Result<()> {
         if body.len() <= COPY_LIMIT {
             self.bytes(body);
             Ok(())
@@ -222,7 +221,10 @@ impl Output {
     /// Waits for one of the server's in-flight slots, when it has a limit;
     /// `Ok(None)` when it has none. An error is a failed write: the
     /// connection is over.
-    async fn slot(&mut self, stream: &mut TcpStream) -> io::Result<Option<OwnedSemaphorePermit>> {
+    async fn slot(
+        &mut self,
+        stream: &mut (impl AsyncWrite + Unpin),
+    ) -> io::Result<Option<OwnedSemaphorePermit>> {
         let Some(limit) = &self.shared.limit else {
             return Ok(None);
         };
@@ -241,7 +243,7 @@ impl Output {
     /// is large or dripped.
     async fn reply(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut (impl AsyncWrite + Unpin),
         reply: Reply<'_>,
         head_only: bool,
         persistence: Persistence,
@@ -265,7 +267,7 @@ impl Output {
         Next::after(persistence)
     }
 
-    async fn reply_body(&mut self, stream: &mut TcpStream, body: Body<'_>) -> io::Result<()> {
+    async fn reply_body(&mut self, stream: &mut (impl AsyncWrite + Unpin), body: Body<'_>) -> io::Result<()> {
         match body {
             Body::Static(bytes) | Body::Borrowed(bytes) => self.body(stream, bytes).await,
             Body::Owned(bytes) => self.body(stream, &bytes).await,
@@ -288,8 +290,8 @@ impl Output {
     }
 }
 
-struct Conn {
-    stream: TcpStream,
+struct Conn<S> {
+    stream: S,
     input: Input,
     out: Output,
     shared: Arc<Shared>,
@@ -297,7 +299,7 @@ struct Conn {
 
 /// Serves HTTP/1.1 on `stream` until either side closes it. `read` holds
 /// the bytes read from it while telling its protocol.
-pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, read: Vec<u8>) {
+pub(super) async fn serve(stream: impl Io, shared: Arc<Shared>, read: Vec<u8>) {
     let mut conn = Conn {
         stream,
         input: Input::new(read),
@@ -312,7 +314,7 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, read: Vec<u8>)
     conn.run().await;
 }
 
-impl Conn {
+impl<S: Io> Conn<S> {
     async fn flush(&mut self) -> io::Result<()> {
         self.out.flush(&mut self.stream).await
     }

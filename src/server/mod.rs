@@ -438,7 +438,7 @@ fn connection(stream: TcpStream, shared: Arc<Shared>) -> impl Future<Output = ()
 
 /// Serves `protocol` on `stream`, whose first bytes, already read, are in
 /// `read`.
-async fn serve_as(protocol: Protocol, stream: TcpStream, shared: Arc<Shared>, read: Vec<u8>) {
+async fn serve_as(protocol: Protocol, stream: impl Io, shared: Arc<Shared>, read: Vec<u8>) {
     match protocol {
         Protocol::Http1 => {
             shared.http1_connections.fetch_add(1, Relaxed);
