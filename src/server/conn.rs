@@ -1,6 +1,6 @@
-//! One HTTP/1.1 connection of the embedded target server, on any byte
-//! stream: the read/parse/respond loop, its buffers, and the HTTP/1.1
-//! rendering of what the endpoints answer.
+//! One HTTP/1.1 connection of the embedded target server, plain or TLS: the
+//! read/parse/respond loop, its buffers, and the HTTP/1.1 rendering of what
+//! the endpoints answer.
 //!
 //! The buffers are per connection and reused across requests, so a
 //! keep-alive connection answering `/hi` does not allocate. Pipelined

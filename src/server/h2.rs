@@ -1,5 +1,5 @@
-//! HTTP/2 connections of the embedded target server, by prior knowledge on
-//! the plain listener (h2c).
+//! HTTP/2 connections of the embedded target server: by prior knowledge on
+//! the plain listener (h2c), or chosen by ALPN over TLS.
 //!
 //! The `h2` crate does the framing, HPACK and flow control. This module runs
 //! each request stream through the same endpoints as HTTP/1.1
@@ -9,8 +9,8 @@
 //! HTTP/2 client expects.
 //!
 //! The fault endpoints keep their meaning as well as HTTP/2 allows:
-//! - `/drop` closes the connection abruptly: no GOAWAY, no RST_STREAM, and
-//!   frames not yet written are lost. Every stream on
+//! - `/drop` closes the connection abruptly: no GOAWAY, no RST_STREAM, no
+//!   TLS close_notify, and frames not yet written are lost. Every stream on
 //!   it fails, as every request on a dropped HTTP/1.1 connection would.
 //! - `/garbage` writes bytes that are no HTTP/2 frame on the connection,
 //!   then closes it: the client's frame decoder fails, the HTTP/2 version of

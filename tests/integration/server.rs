@@ -22,6 +22,7 @@ fn start_with(max_inflight: Option<usize>) -> ServerHandle {
     spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
         max_inflight,
+        ..Default::default()
     })
     .expect("server starts on 127.0.0.1:0")
 }
@@ -687,6 +688,7 @@ fn max_inflight_of_zero_is_refused() {
     let err = spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
         max_inflight: Some(0),
+        ..Default::default()
     })
     .expect_err("a server that can handle nothing");
     assert_eq!(err.kind(), ErrorKind::InvalidInput);

@@ -1,17 +1,26 @@
-//! The embedded target over HTTP/2: h2c, by prior knowledge on the plain
-//! listener. The client is the `h2` crate; every server listens on
-//! 127.0.0.1 port 0 and every exchange has a time limit.
+//! The embedded target over HTTP/2 and TLS: h2c by prior knowledge on the
+//! plain listener, and `tls: true` (`volley serve --tls`) with HTTP/1.1 or
+//! HTTP/2 chosen by ALPN. Clients are the `h2` crate and tokio-rustls
+//! trusting the server's own certificate; every server listens on 127.0.0.1
+//! port 0 and every exchange has a time limit.
 
 use std::future::Future;
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::client::SendRequest;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpStream;
-use volley::server::{ServerHandle, StatsSnapshot};
+use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+use tokio_rustls::{TlsConnector, client::TlsStream};
+use volley::server::{ServerHandle, ServerOptions, StatsSnapshot, spawn};
 
-use super::support::{target, target_with, wait_for_stats};
+use super::support::{num, summary, target, target_with, volley_json, wait_for_stats};
 
 const MS: Duration = Duration::from_millis(1);
 /// Upper bound for any one test's client side.
@@ -324,4 +333,178 @@ fn max_inflight_applies_to_h2_streams() {
     assert!(done[1] < 300 * MS, "first wave: {done:?}");
     assert!(done[2] + 10 * MS >= 400 * MS, "second wave too early: {done:?}");
     assert!(done[3] < 700 * MS, "{done:?}");
+}
+
+/// The target serving TLS on 127.0.0.1 port 0.
+fn start_tls() -> ServerHandle {
+    spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tls: true,
+        ..Default::default()
+    })
+    .expect("TLS server starts on 127.0.0.1:0")
+}
+
+/// A TLS client that trusts only `server`'s certificate and offers `alpn`.
+async fn tls_connect(server: &ServerHandle, name: &str, alpn: &[&[u8]]) -> TlsStream<TcpStream> {
+    let pem = server.cert_pem().expect("a TLS server has a certificate");
+    tls_connect_to(server.addr(), pem.as_bytes(), name, alpn).await
+}
+
+/// A TLS connection to `addr`, verified as `name` against the certificate
+/// in `pem` alone, offering `alpn`.
+async fn tls_connect_to(
+    addr: std::net::SocketAddr,
+    pem: &[u8],
+    name: &str,
+    alpn: &[&[u8]],
+) -> TlsStream<TcpStream> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(pem).expect("a PEM certificate"))
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from(name.to_string()).unwrap();
+    TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("the certificate is trusted and the handshake completes")
+}
+
+/// One HTTP/1.1 `GET /hi` with `Connection: close`; the whole answer.
+async fn http1_hi(stream: &mut TlsStream<TcpStream>) -> String {
+    stream
+        .write_all(b"GET /hi HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8(answer).unwrap()
+}
+
+#[test]
+fn tls_serves_http1_when_alpn_asks_for_it() {
+    let server = start_tls();
+    assert!(server.url().starts_with("https://127.0.0.1:"), "{}", server.url());
+    let (alpn, answer) = block_on(async {
+        let mut stream = tls_connect(&server, "localhost", &[b"http/1.1"]).await;
+        let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        (alpn, http1_hi(&mut stream).await)
+    });
+    assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]));
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer:?}");
+    assert!(answer.ends_with("\r\n\r\nworld"), "{answer:?}");
+    let stats = wait_for_stats(&server, |s| s.requests_completed == 1);
+    assert_eq!((stats.http1_connections, stats.h2_connections), (1, 0));
+}
+
+#[test]
+fn tls_without_alpn_is_http1() {
+    let server = start_tls();
+    let (alpn, answer) = block_on(async {
+        // By address: the certificate names 127.0.0.1 too.
+        let mut stream = tls_connect(&server, "127.0.0.1", &[]).await;
+        let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        (alpn, http1_hi(&mut stream).await)
+    });
+    assert_eq!(alpn, None);
+    assert!(answer.ends_with("world"), "{answer:?}");
+}
+
+#[test]
+fn tls_serves_h2_when_alpn_asks_for_it() {
+    let server = start_tls();
+    let (alpn, answer) = block_on(async {
+        let stream = tls_connect(&server, "localhost", &[b"h2", b"http/1.1"]).await;
+        let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        let client = h2_client(stream).await;
+        let request = http::Request::get("https://localhost/hi");
+        (alpn, call(&client, request, b"").await.unwrap())
+    });
+    assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
+    assert_eq!((answer.status, &answer.body[..]), (200, &b"world"[..]));
+    let stats = wait_for_stats(&server, |s| s.requests_completed == 1);
+    assert_eq!((stats.http1_connections, stats.h2_connections), (0, 1));
+}
+
+#[test]
+fn a_plain_server_has_no_certificate() {
+    let server = target();
+    assert_eq!(server.cert_pem(), None);
+    assert_eq!(server.url(), format!("http://{}", server.addr()));
+}
+
+#[test]
+fn volley_loads_a_tls_target() {
+    let server = start_tls();
+    let url = format!("{}/hi", server.url());
+    let args = format!("run -n 200 -c 4 --insecure --timeout 5s {url}");
+    let (out, report) = volley_json(&args.split(' ').collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(num(&summary(&report)["ok"]), 200.0);
+    assert_eq!(server.stats().h2_connections, 0, "volley speaks HTTP/1.1");
+}
+
+/// `volley serve` as a child process, killed when dropped.
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn serve_tls_prints_https_and_writes_the_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let mut served = Served(
+        Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--tls", "--cert-out"])
+            .arg(&cert)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("volley serve starts"),
+    );
+    let stdout = served.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(LIMIT)
+        .expect("volley serve says where it listens");
+    let url = line
+        .trim()
+        .strip_prefix("volley serve: listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"));
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let pem = std::fs::read(&cert).expect("the certificate was written before serving");
+    let addr = url.trim_start_matches("https://").parse().unwrap();
+    let answer = block_on(async {
+        let mut stream = tls_connect_to(addr, &pem, "localhost", &[]).await;
+        http1_hi(&mut stream).await
+    });
+    assert!(answer.ends_with("world"), "{answer:?}");
+}
+
+#[test]
+fn cert_out_without_tls_is_a_usage_error() {
+    let out = super::support::volley(&["serve", "--addr", "127.0.0.1:0", "--cert-out", "x.pem"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--tls"), "{stderr}");
 }

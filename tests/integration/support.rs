@@ -21,6 +21,7 @@ pub fn target_with(max_inflight: Option<usize>) -> ServerHandle {
     spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
         max_inflight,
+        ..Default::default()
     })
     .expect("embedded target starts")
 }
