@@ -161,6 +161,12 @@ pub struct ServeArgs {
     /// Handle at most N requests at once; later ones wait for a slot (a server with a known capacity).
     #[arg(long, value_name = "N")]
     pub max_inflight: Option<usize>,
+    /// Serve HTTPS with a self-signed certificate for localhost, 127.0.0.1 and ::1; ALPN offers h2 and http/1.1.
+    #[arg(long)]
+    pub tls: bool,
+    /// Write the --tls certificate (PEM) to FILE before serving, for clients to trust.
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    pub cert_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -95,8 +95,14 @@ fn main() -> ExitCode {
             match volley::server::serve_forever(volley::server::ServerOptions {
                 addr: args.addr,
                 max_inflight: args.max_inflight,
+                tls: args.tls,
+                cert_out: args.cert_out,
             }) {
                 Ok(()) => ExitCode::SUCCESS,
+                // Options the server refuses are bad usage, like a bad flag.
+                Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
+                    fail(EXIT_USAGE, &err.to_string())
+                }
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
         }

@@ -7,17 +7,16 @@
 //! runs of a scenario against it can be compared.
 //!
 //! Each endpoint is a plain function from what the request holds to a
-//! [`Reply`], so it can be unit tested without a socket; [`answer`] does the
-//! one bit of I/O, queueing the reply.
+//! [`Json`] reply, so it can be unit tested without a socket; [`reply`]
+//! hands it to the protocol to write.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::conn::{Conn, Next};
-use super::request::{Fields, Method, Request, parse_decimal};
-use super::response::{Field, Persistence};
+use super::reply::{Body, Incoming, Reply};
+use super::request::{Fields, Method, parse_decimal};
 
 const JSON: Option<&[u8]> = Some(b"application/json");
 /// Users 1 to this exist.
@@ -70,56 +69,51 @@ fn user_id(digits: &[u8]) -> Option<u64> {
         .or_else(|| (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then_some(u64::MAX))
 }
 
-/// Queues the answer to a request for `api`.
-pub(super) fn answer(
-    conn: &mut Conn,
-    req: &Request,
-    api: Api,
-    head_only: bool,
-    persistence: Persistence,
-) -> Next {
-    let reply = {
-        let request = conn.input.request();
-        let query = request.get(req.head.query.clone()).unwrap_or_default();
-        reply_to(api, req.head.method, request, query, conn.input.body(req))
-    };
-    let fields: Vec<Field<'_>> = reply
-        .fields
-        .iter()
-        .map(|(name, value)| (*name, value.as_bytes()))
-        .collect();
-    conn.out
-        .respond_with(reply.status, JSON, &fields, &reply.body, head_only, persistence)
+/// The answer to a request for `api`.
+pub(super) fn reply(api: Api, req: &Incoming<'_>) -> Reply<'static> {
+    let json = reply_to(api, req.method, || req.fields(), req.query, req.body);
+    Reply {
+        status: json.status,
+        content_type: JSON,
+        fields: json.fields,
+        body: Body::Owned(json.body),
+    }
 }
 
 /// A JSON response, not yet written.
 #[derive(Debug)]
-struct Reply {
+struct Json {
     status: u16,
     body: Vec<u8>,
     /// Header fields besides the usual ones.
     fields: Vec<(&'static str, String)>,
 }
 
-impl Reply {
+impl Json {
     fn with(mut self, name: &'static str, value: String) -> Self {
         self.fields.push((name, value));
         self
     }
 }
 
-/// `request` is the whole request from its first byte, for the endpoints
-/// that read header fields; `query` and `body` are its parts.
-fn reply_to(api: Api, method: Method, request: &[u8], query: &[u8], body: &[u8]) -> Reply {
+/// `fields` gives the request's header fields, for the endpoints that read
+/// them; `query` and `body` are its other parts.
+fn reply_to<'a>(
+    api: Api,
+    method: Method,
+    fields: impl FnOnce() -> Fields<'a>,
+    query: &[u8],
+    body: &[u8],
+) -> Json {
     use Method::{Get, Head, Post};
     match (api, method) {
         (Api::Login, Post) => login(body),
-        (Api::Me, Get | Head) => me(&Fields::of(request)),
+        (Api::Me, Get | Head) => me(&fields()),
         (Api::Users, Get | Head) => users(query),
         (Api::Users, Post) => create_user(body),
         (Api::User(id), Get | Head) => user(id),
         // Any method: a scenario may want to see what its POSTs carry.
-        (Api::EchoHeaders, _) => echo_headers(&Fields::of(request)),
+        (Api::EchoHeaders, _) => echo_headers(&fields()),
         (Api::NotFound, _) => error(404, "not found"),
         (Api::Login, _) => not_allowed("POST"),
         (Api::Users, _) => not_allowed("GET, HEAD, POST"),
@@ -127,16 +121,16 @@ fn reply_to(api: Api, method: Method, request: &[u8], query: &[u8], body: &[u8])
     }
 }
 
-fn reply(status: u16, body: &impl Serialize) -> Reply {
+fn json(status: u16, body: &impl Serialize) -> Json {
     match serde_json::to_vec(body) {
-        Ok(body) => Reply {
+        Ok(body) => Json {
             status,
             body,
             fields: Vec::new(),
         },
         // Only maps with keys that are not strings fail to serialize, and
         // none are built here; still, a 500 beats a panic.
-        Err(_) => Reply {
+        Err(_) => Json {
             status: 500,
             body: br#"{"error":"internal error"}"#.to_vec(),
             fields: Vec::new(),
@@ -144,17 +138,17 @@ fn reply(status: u16, body: &impl Serialize) -> Reply {
     }
 }
 
-fn error(status: u16, message: &str) -> Reply {
-    reply(status, &json!({ "error": message }))
+fn error(status: u16, message: &str) -> Json {
+    json(status, &json!({ "error": message }))
 }
 
 /// A 401 must name a way to authenticate (RFC 9110 section 15.5.2).
-fn unauthorized(message: &str) -> Reply {
+fn unauthorized(message: &str) -> Json {
     error(401, message).with("WWW-Authenticate", "Bearer".into())
 }
 
 /// A 405 must say which methods would do (RFC 9110 section 15.5.6).
-fn not_allowed(allow: &str) -> Reply {
+fn not_allowed(allow: &str) -> Json {
     error(405, "method not allowed").with("Allow", allow.into())
 }
 
@@ -172,7 +166,7 @@ fn string_field<'a>(object: Option<&'a Map<String, Value>>, name: &str) -> Optio
 }
 
 /// `POST /api/login`.
-fn login(body: &[u8]) -> Reply {
+fn login(body: &[u8]) -> Json {
     let object = json_object(body);
     let (Some(name), Some(password)) = (
         string_field(object.as_ref(), "username"),
@@ -195,7 +189,7 @@ fn login(body: &[u8]) -> Reply {
              without spaces, quotes, commas, semicolons or backslashes",
         );
     }
-    reply(200, &json!({ "token": format!("tok-{name}"), "user": name }))
+    json(200, &json!({ "token": format!("tok-{name}"), "user": name }))
         .with("Set-Cookie", format!("session=sess-{name}; Path=/; HttpOnly"))
 }
 
@@ -209,7 +203,7 @@ fn is_user_name(name: &[u8]) -> bool {
 }
 
 /// `GET /api/me`: the session cookie first, then a bearer token.
-fn me(fields: &Fields<'_>) -> Reply {
+fn me(fields: &Fields<'_>) -> Json {
     let from_cookie = fields
         .values("cookie")
         .flat_map(cookies)
@@ -223,7 +217,7 @@ fn me(fields: &Fields<'_>) -> Reply {
     });
     match user {
         // A user name is ASCII, so this never replaces anything.
-        Some(name) => reply(200, &json!({ "user": String::from_utf8_lossy(name) })),
+        Some(name) => json(200, &json!({ "user": String::from_utf8_lossy(name) })),
         None => unauthorized("not logged in"),
     }
 }
@@ -274,7 +268,7 @@ impl User {
 }
 
 /// `GET /api/users[?page=N]`.
-fn users(query: &[u8]) -> Reply {
+fn users(query: &[u8]) -> Json {
     #[derive(Serialize)]
     struct Page {
         users: Vec<User>,
@@ -291,7 +285,7 @@ fn users(query: &[u8]) -> Reply {
     let first = (page - 1).saturating_mul(PAGE_SIZE).saturating_add(1);
     let last = first.saturating_add(PAGE_SIZE - 1).min(USERS);
     let users = (first..=last).map(User::new).collect();
-    reply(200, &Page { users, total: USERS })
+    json(200, &Page { users, total: USERS })
 }
 
 /// The value of the first `key=value` pair for `key` in a query string. Not
@@ -307,16 +301,16 @@ fn query_value<'a>(query: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
 }
 
 /// `GET /api/users/{id}`.
-fn user(id: Option<u64>) -> Reply {
+fn user(id: Option<u64>) -> Json {
     match id {
-        Some(id @ 1..=USERS) => reply(200, &User::new(id)),
+        Some(id @ 1..=USERS) => json(200, &User::new(id)),
         Some(_) => error(404, "no such user"),
         None => error(400, "the user id must be a whole number"),
     }
 }
 
 /// `POST /api/users`: says it created the user, stores nothing.
-fn create_user(body: &[u8]) -> Reply {
+fn create_user(body: &[u8]) -> Json {
     #[derive(Serialize)]
     struct Created<'a> {
         id: u64,
@@ -327,7 +321,7 @@ fn create_user(body: &[u8]) -> Reply {
     let Some(name) = string_field(object.as_ref(), "name") else {
         return error(400, r#"expected a JSON object with a "name" string"#);
     };
-    reply(
+    json(
         201,
         &Created {
             id: CREATED_ID,
@@ -340,7 +334,7 @@ fn create_user(body: &[u8]) -> Reply {
 /// `/api/echo-headers`: the request's header fields, names in lower case.
 /// Repeated fields are joined the way HTTP allows them to be combined: with
 /// `; ` for `Cookie` (RFC 9113 section 8.2.3), `, ` for the rest.
-fn echo_headers(fields: &Fields<'_>) -> Reply {
+fn echo_headers(fields: &Fields<'_>) -> Json {
     let mut echoed: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in fields.iter() {
         let name = name.to_ascii_lowercase();
@@ -354,12 +348,17 @@ fn echo_headers(fields: &Fields<'_>) -> Reply {
             })
             .or_insert_with(|| value.into_owned());
     }
-    reply(200, &echoed)
+    json(200, &echoed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The endpoints called with an HTTP/1.1 request's bytes for its fields.
+    fn reply_to(api: Api, method: Method, request: &[u8], query: &[u8], body: &[u8]) -> Json {
+        super::reply_to(api, method, || Fields::of(request), query, body)
+    }
 
     fn call(method: Method, api: Api, request: &[u8], query: &[u8], body: &[u8]) -> (u16, Value) {
         let reply = reply_to(api, method, request, query, body);
@@ -367,7 +366,7 @@ mod tests {
         (reply.status, json)
     }
 
-    fn field<'a>(reply: &'a Reply, name: &str) -> Option<&'a str> {
+    fn field<'a>(reply: &'a Json, name: &str) -> Option<&'a str> {
         reply
             .fields
             .iter()

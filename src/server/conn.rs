@@ -1,5 +1,6 @@
-//! One connection of the embedded target server: the read/parse/respond loop
-//! and its buffers.
+//! One HTTP/1.1 connection of the embedded target server, plain or TLS: the
+//! read/parse/respond loop, its buffers, and the HTTP/1.1 rendering of what
+//! the endpoints answer.
 //!
 //! The buffers are per connection and reused across requests, so a
 //! keep-alive connection answering `/hi` does not allocate. Pipelined
@@ -16,17 +17,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::Shared;
+use super::reply::{self, Answer, Body, GARBAGE, Headers, Incoming, Reply};
 use super::request::{ParseError, Request, RequestParser};
-use super::response::{self, Field, Persistence};
-use super::routes;
+use super::response::{self, Persistence};
+use super::routes::{self, Route};
+use super::{Io, Shared};
 
 /// Initial size of each buffer, and the least free space offered to a read.
-const BUF_SIZE: usize = 8 * 1024;
+pub(super) const BUF_SIZE: usize = 8 * 1024;
 /// Buffers grown past this by one big request are dropped afterwards, so an
 /// idle connection does not keep a large body resident.
 const KEEP_CAPACITY: usize = 1024 * 1024;
@@ -35,7 +36,7 @@ const KEEP_CAPACITY: usize = 1024 * 1024;
 const FLUSH_AT: usize = 64 * 1024;
 /// Bodies above this are written straight from where they are rather than
 /// copied into the write buffer.
-pub(super) const COPY_LIMIT: usize = 64 * 1024;
+const COPY_LIMIT: usize = 64 * 1024;
 /// After our FIN, how long and how much we keep reading (and discarding)
 /// before closing: closing with unread bytes sends an RST, which can make the
 /// client lose the response it has not read yet.
@@ -45,7 +46,7 @@ const LINGER_BYTES: usize = 1024 * 1024;
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// What the connection does after a response.
-pub(super) enum Next {
+enum Next {
     KeepAlive,
     /// Flush, send FIN, drain what the client still sends, close.
     Close,
@@ -54,7 +55,7 @@ pub(super) enum Next {
 }
 
 impl Next {
-    pub(super) fn after(persistence: Persistence) -> Self {
+    fn after(persistence: Persistence) -> Self {
         match persistence {
             Persistence::Close => Next::Close,
             Persistence::KeepAlive | Persistence::KeepAlive10 => Next::KeepAlive,
@@ -63,28 +64,30 @@ impl Next {
 }
 
 /// Bytes read from the client and not yet consumed by a complete request.
-pub(super) struct Input {
+struct Input {
     buf: Vec<u8>,
     /// Where the current request starts in `buf`.
     start: usize,
-    pub(super) parser: RequestParser,
+    parser: RequestParser,
 }
 
 impl Input {
-    fn new() -> Self {
+    /// Starts with `read`, the bytes read before the protocol was known.
+    fn new(mut read: Vec<u8>) -> Self {
+        read.reserve(BUF_SIZE.saturating_sub(read.len()));
         Self {
-            buf: Vec::with_capacity(BUF_SIZE),
+            buf: read,
             start: 0,
             parser: RequestParser::new(),
         }
     }
 
     /// The current request's bytes (and whatever follows it).
-    pub(super) fn request(&self) -> &[u8] {
+    fn request(&self) -> &[u8] {
         &self.buf[self.start..]
     }
 
-    pub(super) fn body(&self, req: &Request) -> &[u8] {
+    fn body(&self, req: &Request) -> &[u8] {
         self.parser.body(self.request(), req)
     }
 
@@ -101,7 +104,7 @@ impl Input {
     }
 
     /// Reads more bytes after the unconsumed ones; `Ok(0)` is EOF.
-    async fn read_more(&mut self, stream: &mut TcpStream) -> io::Result<usize> {
+    async fn read_more(&mut self, stream: &mut (impl AsyncRead + Unpin)) -> io::Result<usize> {
         if self.start > 0 {
             self.buf.drain(..self.start);
             self.start = 0;
@@ -114,7 +117,7 @@ impl Input {
 
     /// Reads and throws away until EOF or an error, holding at most one
     /// buffer's worth; gives up after `limit` bytes.
-    pub(super) async fn discard_until_eof(&mut self, stream: &mut TcpStream, limit: usize) {
+    async fn discard_until_eof(&mut self, stream: &mut (impl AsyncRead + Unpin), limit: usize) {
         self.start = 0;
         let mut seen = 0;
         loop {
@@ -131,7 +134,7 @@ impl Input {
 }
 
 /// Responses queued but not yet written.
-pub(super) struct Output {
+struct Output {
     buf: Vec<u8>,
     /// Responses whose last byte is queued or written, to be counted as
     /// completed at the next successful flush.
@@ -144,7 +147,7 @@ pub(super) struct Output {
 }
 
 impl Output {
-    pub(super) fn head(
+    fn head(
         &mut self,
         status: u16,
         content_type: Option<&[u8]>,
@@ -154,55 +157,18 @@ impl Output {
         response::write_head(&mut self.buf, status, content_type, content_length, persistence);
     }
 
-    pub(super) fn bytes(&mut self, bytes: &[u8]) {
+    fn bytes(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// Queues a whole response with a small body.
-    pub(super) fn respond(
-        &mut self,
-        status: u16,
-        content_type: Option<&[u8]>,
-        body: &[u8],
-        head_only: bool,
-        persistence: Persistence,
-    ) -> Next {
-        self.respond_with(status, content_type, &[], body, head_only, persistence)
-    }
-
-    /// [`Output::respond`] with header fields of the endpoint's own.
-    pub(super) fn respond_with(
-        &mut self,
-        status: u16,
-        content_type: Option<&[u8]>,
-        fields: &[Field<'_>],
-        body: &[u8],
-        head_only: bool,
-        persistence: Persistence,
-    ) -> Next {
-        response::write_head_with(
-            &mut self.buf,
-            status,
-            content_type,
-            fields,
-            body.len() as u64,
-            persistence,
-        );
-        if !head_only && !response::is_bodiless(status) {
-            self.bytes(body);
-        }
-        self.finish();
-        Next::after(persistence)
-    }
-
     /// Marks the response being queued or written as complete.
-    pub(super) fn finish(&mut self) {
+    fn finish(&mut self) {
         self.finished += 1;
     }
 
     /// Keeps a request's in-flight slot until its response, now queued or
     /// written, is all on the socket.
-    pub(super) fn release_when_written(&mut self, slot: Option<OwnedSemaphorePermit>) {
+    fn release_when_written(&mut self, slot: Option<OwnedSemaphorePermit>) {
         let Some(slot) = slot else { return };
         if self.buf.is_empty() {
             // Written already, straight from the handler: give it back now.
@@ -214,7 +180,7 @@ impl Output {
         }
     }
 
-    pub(super) async fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+    async fn flush(&mut self, stream: &mut (impl AsyncWrite + Unpin)) -> io::Result<()> {
         if !self.buf.is_empty() {
             self.shared.pause.hold().await;
             stream.write_all(&self.buf).await?;
@@ -235,14 +201,14 @@ impl Output {
 
     /// Writes `bytes` straight to the socket, after any pause: for the
     /// endpoints that write past the buffer.
-    pub(super) async fn write_direct(&self, stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
+    async fn write_direct(&self, stream: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> io::Result<()> {
         self.shared.pause.hold().await;
         stream.write_all(bytes).await
     }
 
     /// Writes `body` after everything queued: copied if small, straight
     /// from where it is if not.
-    pub(super) async fn body(&mut self, stream: &mut TcpStream, body: &[u8]) -> io::Result<()> {
+    async fn body(&mut self, stream: &mut (impl AsyncWrite + Unpin), body: &[u8]) -> io::Result<()> {
         if body.len() <= COPY_LIMIT {
             self.bytes(body);
             Ok(())
@@ -251,22 +217,92 @@ impl Output {
             self.write_direct(stream, body).await
         }
     }
+
+    /// Waits for one of the server's in-flight slots, when it has a limit;
+    /// `Ok(None)` when it has none. An error is a failed write: the
+    /// connection is over.
+    async fn slot(
+        &mut self,
+        stream: &mut (impl AsyncWrite + Unpin),
+    ) -> io::Result<Option<OwnedSemaphorePermit>> {
+        let Some(limit) = &self.shared.limit else {
+            return Ok(None);
+        };
+        let limit = Arc::clone(limit);
+        if let Ok(slot) = Arc::clone(&limit).try_acquire_owned() {
+            return Ok(Some(slot));
+        }
+        // Responses queued here hold slots until written: write them before
+        // waiting, or a pipelining connection could wait for itself.
+        self.flush(stream).await?;
+        // The semaphore is never closed, so this waits rather than fails.
+        Ok(limit.acquire_owned().await.ok())
+    }
+
+    /// Queues `reply`, or writes it straight to the socket where the body
+    /// is large or dripped.
+    async fn reply(
+        &mut self,
+        stream: &mut (impl AsyncWrite + Unpin),
+        reply: Reply<'_>,
+        head_only: bool,
+        persistence: Persistence,
+    ) -> Next {
+        if let Some(whole) = response::prebuilt(&reply, persistence, head_only) {
+            self.bytes(whole);
+        } else {
+            response::write_head_with(
+                &mut self.buf,
+                reply.status,
+                reply.content_type,
+                &reply.fields,
+                reply.body.len(),
+                persistence,
+            );
+            if reply.sends_body(head_only) && self.reply_body(stream, reply.body).await.is_err() {
+                return Next::Done;
+            }
+        }
+        self.finish();
+        Next::after(persistence)
+    }
+
+    async fn reply_body(&mut self, stream: &mut (impl AsyncWrite + Unpin), body: Body<'_>) -> io::Result<()> {
+        match body {
+            Body::Static(bytes) | Body::Borrowed(bytes) => self.body(stream, bytes).await,
+            Body::Owned(bytes) => self.body(stream, &bytes).await,
+            Body::Fill(n) => {
+                for piece in reply::fill(n) {
+                    self.body(stream, piece).await?;
+                }
+                Ok(())
+            }
+            Body::Drip(total) => {
+                // The head goes out at once, the body after it byte by byte.
+                self.flush(stream).await?;
+                for (due, byte) in reply::drip(tokio::time::Instant::now(), total) {
+                    tokio::time::sleep_until(due).await;
+                    self.write_direct(stream, byte).await?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
-pub(super) struct Conn {
-    pub(super) stream: TcpStream,
-    pub(super) input: Input,
-    pub(super) out: Output,
-    pub(super) shared: Arc<Shared>,
+struct Conn<S> {
+    stream: S,
+    input: Input,
+    out: Output,
+    shared: Arc<Shared>,
 }
 
-pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
-    // Responses are written whole or deliberately in pieces (`/slow`);
-    // either way Nagle's delay would only distort the timings.
-    let _ = stream.set_nodelay(true);
+/// Serves HTTP/1.1 on `stream` until either side closes it. `read` holds
+/// the bytes read from it while telling its protocol.
+pub(super) async fn serve(stream: impl Io, shared: Arc<Shared>, read: Vec<u8>) {
     let mut conn = Conn {
         stream,
-        input: Input::new(),
+        input: Input::new(read),
         out: Output {
             buf: Vec::with_capacity(BUF_SIZE),
             finished: 0,
@@ -278,27 +314,9 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
     conn.run().await;
 }
 
-impl Conn {
-    pub(super) async fn flush(&mut self) -> io::Result<()> {
+impl<S: Io> Conn<S> {
+    async fn flush(&mut self) -> io::Result<()> {
         self.out.flush(&mut self.stream).await
-    }
-
-    /// Waits for one of the server's in-flight slots, when it has a limit;
-    /// `Ok(None)` when it has none. An error is a failed write: the
-    /// connection is over.
-    pub(super) async fn slot(&mut self) -> io::Result<Option<OwnedSemaphorePermit>> {
-        let Some(limit) = &self.shared.limit else {
-            return Ok(None);
-        };
-        let limit = Arc::clone(limit);
-        if let Ok(slot) = Arc::clone(&limit).try_acquire_owned() {
-            return Ok(Some(slot));
-        }
-        // Responses queued here hold slots until written: write them before
-        // waiting, or a pipelining connection could wait for itself.
-        self.flush().await?;
-        // The semaphore is never closed, so this waits rather than fails.
-        Ok(limit.acquire_owned().await.ok())
     }
 
     async fn run(&mut self) {
@@ -310,7 +328,7 @@ impl Conn {
             match parsed {
                 Ok(Some(req)) => {
                     self.shared.requests_received.fetch_add(1, Relaxed);
-                    match routes::respond(self, &req).await {
+                    match self.respond(&req).await {
                         Next::KeepAlive => {
                             self.input.consume(req.len);
                             if self.out.buf.len() >= FLUSH_AT && self.flush().await.is_err() {
@@ -343,6 +361,57 @@ impl Conn {
         }
     }
 
+    /// Answers one request, first waiting for an in-flight slot if the
+    /// server has a limit and the endpoint counts against it.
+    async fn respond(&mut self, req: &Request) -> Next {
+        let Conn {
+            stream,
+            input,
+            out,
+            shared,
+        } = self;
+        let request = input.request();
+        let incoming = Incoming {
+            method: req.head.method,
+            path: request.get(req.head.path.clone()).unwrap_or_default(),
+            query: request.get(req.head.query.clone()).unwrap_or_default(),
+            content_type: req.head.content_type.clone().and_then(|range| request.get(range)),
+            headers: Headers::Http1(request),
+            body: input.body(req),
+        };
+        let route = Route::of(incoming.path);
+        let slot = if route.takes_slot() {
+            match out.slot(stream).await {
+                Ok(slot) => slot,
+                Err(_) => return Next::Done,
+            }
+        } else {
+            None
+        };
+        if route.waits() && out.flush(stream).await.is_err() {
+            return Next::Done;
+        }
+        let head_only = incoming.head_only();
+        let persistence = Persistence::for_request(&req.head);
+        let next = match routes::answer(route, &incoming, shared).await {
+            Answer::Reply(reply) => out.reply(stream, reply, head_only, persistence).await,
+            Answer::Drop => Next::Close,
+            Answer::Stall => {
+                // Never answered: wait for the client to give up and close.
+                if out.flush(stream).await.is_ok() {
+                    input.discard_until_eof(stream, usize::MAX).await;
+                }
+                Next::Done
+            }
+            Answer::Garbage => {
+                out.bytes(GARBAGE);
+                Next::Close
+            }
+        };
+        out.release_when_written(slot);
+        next
+    }
+
     /// Queues the answer to a request that could not be parsed; the
     /// connection is closed after it, since where the next request would
     /// start is unknown.
@@ -360,7 +429,7 @@ impl Conn {
 
     /// Closes cleanly: queued bytes, then FIN, then drain, so the client
     /// sees EOF after the last response and no RST.
-    pub(super) async fn close(&mut self) {
+    async fn close(&mut self) {
         if self.flush().await.is_err() {
             return;
         }
@@ -375,10 +444,5 @@ impl Conn {
             self.input.discard_until_eof(&mut self.stream, LINGER_BYTES),
         )
         .await;
-    }
-
-    /// Waits for the client to close, without answering.
-    pub(super) async fn wait_for_eof(&mut self) {
-        self.input.discard_until_eof(&mut self.stream, usize::MAX).await;
     }
 }

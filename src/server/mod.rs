@@ -6,41 +6,55 @@
 //! JSON API under `/api/` (log in, list, fetch, create) for scenario tests, it
 //! has fault endpoints that answer with invalid bytes, close a keep-alive
 //! connection mid-stream or never answer. Those need raw control of the
-//! socket, which hyper's server does not give, so this is a small HTTP/1.1
-//! server written by hand on tokio and `httparse`.
+//! socket, which hyper's server does not give, so HTTP/1.1 is served by hand
+//! on tokio and `httparse`. HTTP/2 comes from the `h2` crate, which leaves
+//! the socket to us: on the plain listener by prior knowledge (h2c), and
+//! over TLS (`--tls`, a self-signed certificate) by ALPN. Both protocols run
+//! the same endpoints.
 //!
 //! Two server-wide controls let tests shape the target as a whole: `/pause`
 //! holds every response for a while (a stall the tester must see in its
 //! latencies), and [`ServerOptions::max_inflight`] gives the server a known
 //! capacity (a knee a rate-stepping test can find).
 //!
-//! Layout: this file owns the listener, the lifecycle (spawn, run, stop) and
-//! the counters; `conn` runs one connection; `request` parses requests;
-//! `response` writes heads; `routes` implements the endpoints, `api` the JSON
-//! ones; `pause` holds the pause.
+//! Layout: this file owns the listener, the lifecycle (spawn, run, stop),
+//! the counters and the choice of protocol per connection; `preface` tells
+//! h2c from HTTP/1.1, `tls` sets up TLS. `conn` runs an HTTP/1.1 connection
+//! (`request` parses requests, `response` writes heads), `h2` an HTTP/2 one.
+//! `routes` implements the endpoints, `api` the JSON ones, against the
+//! protocol-neutral requests and replies of `reply`; `pause` holds the pause.
 
 mod api;
 mod conn;
+mod h2;
 mod pause;
+mod preface;
+mod reply;
 mod request;
 mod response;
 mod routes;
+mod tls;
 
 use std::future::Future;
 use std::io::{self, Write as _};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use pause::Pause;
+use preface::Protocol;
+use tls::Tls;
 
-/// How the server is started. More options (TLS) will join these; construct
-/// with `..Default::default()` to stay compatible.
+/// How the server is started. More options may join these; construct with
+/// `..Default::default()` to stay compatible.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerOptions {
     /// Where to listen; port 0 picks a free port (see [`ServerHandle::addr`]).
@@ -53,6 +67,15 @@ pub struct ServerOptions {
     /// the server is saturated. `None` (the default) is unlimited; `Some(0)`
     /// is an error.
     pub max_inflight: Option<usize>,
+    /// Serve HTTPS instead of plain HTTP: a self-signed certificate for
+    /// `localhost`, `127.0.0.1` and `::1` is made at start (see
+    /// [`ServerHandle::cert_pem`]), and ALPN offers `h2` and `http/1.1`.
+    /// Without it the listener serves HTTP/1.1 and, by prior knowledge,
+    /// HTTP/2 (h2c).
+    pub tls: bool,
+    /// Where to write that certificate, PEM-encoded, before serving, so
+    /// clients elsewhere can trust it. Needs `tls`.
+    pub cert_out: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -60,6 +83,8 @@ impl Default for ServerOptions {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
             max_inflight: None,
+            tls: false,
+            cert_out: None,
         }
     }
 }
@@ -68,11 +93,20 @@ impl Default for ServerOptions {
 ///
 /// Requests that could not be parsed (answered with a 4xx and a close) are in
 /// neither request counter, so `requests_completed <= requests_received`.
+/// The request counters count HTTP/2 streams like HTTP/1.1 requests; an
+/// HTTP/2 response counts as completed once its last frame is handed to the
+/// connection.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, PartialEq, Eq)]
 pub struct StatsSnapshot {
     pub connections_accepted: u64,
     /// Connections whose handling ended, whichever side closed.
     pub connections_closed: u64,
+    /// Connections served as HTTP/1.1, plain or over TLS.
+    pub http1_connections: u64,
+    /// Connections served as HTTP/2: h2c, or `h2` chosen by ALPN. Those
+    /// closed before they showed a protocol (or finished a TLS handshake)
+    /// are in neither count.
+    pub h2_connections: u64,
     /// Requests parsed (head and body complete).
     pub requests_received: u64,
     /// Responses fully written to the socket. The fault endpoints (`/drop`,
@@ -86,6 +120,8 @@ pub struct StatsSnapshot {
 struct Shared {
     connections_accepted: AtomicU64,
     connections_closed: AtomicU64,
+    http1_connections: AtomicU64,
+    h2_connections: AtomicU64,
     requests_received: AtomicU64,
     requests_completed: AtomicU64,
     /// Set at shutdown so CPU and memory work running on blocking threads,
@@ -131,6 +167,8 @@ impl Shared {
         StatsSnapshot {
             connections_accepted: self.connections_accepted.load(Relaxed),
             connections_closed: self.connections_closed.load(Relaxed),
+            http1_connections: self.http1_connections.load(Relaxed),
+            h2_connections: self.h2_connections.load(Relaxed),
             requests_received: self.requests_received.load(Relaxed),
             requests_completed: self.requests_completed.load(Relaxed),
         }
@@ -154,6 +192,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// A server running on its own thread; stops when dropped.
 pub struct ServerHandle {
     addr: SocketAddr,
+    /// The certificate's PEM when serving TLS.
+    cert_pem: Option<String>,
     shared: Arc<Shared>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -163,6 +203,7 @@ impl std::fmt::Debug for ServerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerHandle")
             .field("addr", &self.addr)
+            .field("tls", &self.cert_pem.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -172,6 +213,20 @@ impl ServerHandle {
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The server's base URL: `http://ADDR`, or `https://ADDR` with TLS.
+    #[must_use]
+    pub fn url(&self) -> String {
+        base_url(self.cert_pem.is_some(), self.addr)
+    }
+
+    /// The self-signed certificate, PEM-encoded, when the server serves
+    /// TLS; a client that trusts it can verify the server as `localhost`,
+    /// `127.0.0.1` or `::1`.
+    #[must_use]
+    pub fn cert_pem(&self) -> Option<&str> {
+        self.cert_pem.as_deref()
     }
 
     /// The same numbers as `/stats`.
@@ -211,11 +266,13 @@ impl Drop for ServerHandle {
 ///
 /// # Errors
 ///
-/// The options are invalid (an in-flight limit of 0), or building the
+/// The options are invalid (an in-flight limit of 0, a certificate file
+/// without TLS), or setting up TLS, writing the certificate, building the
 /// runtime, binding (the message names the address) or starting the thread
 /// failed.
 pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
-    let shared = Arc::new(Shared::new(&opts)?);
+    let (shared, tls) = prepare(&opts)?;
+    let cert_pem = tls.as_ref().map(|tls| tls.cert_pem.clone());
     let (stop, stopped) = oneshot::channel::<()>();
     let (bound, bind_result) = std::sync::mpsc::sync_channel::<io::Result<SocketAddr>>(1);
     // The runtime is built and bound on the server thread itself, so that a
@@ -251,7 +308,7 @@ pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
             let shutdown = async {
                 let _ = stopped.await;
             };
-            runtime.block_on(serve(listener, shutdown, shared));
+            runtime.block_on(serve(listener, shutdown, shared, tls));
             runtime.shutdown_timeout(RUNTIME_GRACE);
         }
     })?;
@@ -268,14 +325,15 @@ pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
     };
     Ok(ServerHandle {
         addr,
+        cert_pem,
         shared,
         stop: Some(stop),
         thread: Some(thread),
     })
 }
 
-/// Serves connections from `listener` until `shutdown` resolves, then closes
-/// them all. The caller binds, so it controls the address and sees bind
+/// Serves connections from `listener`, HTTP/1.1 and h2c, until `shutdown`
+/// resolves, then closes them all. The caller binds, so it controls the address and sees bind
 /// errors itself.
 ///
 /// # Errors
@@ -284,20 +342,21 @@ pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
 /// errors end only that connection. The `Result` leaves room for options
 /// (such as TLS setup) that can fail.
 pub async fn run(listener: TcpListener, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-    serve(listener, shutdown, Arc::new(Shared::default())).await;
+    serve(listener, shutdown, Arc::new(Shared::default()), None).await;
     Ok(())
 }
 
 /// `volley serve`: binds `opts.addr`, prints
-/// `volley serve: listening on http://ADDR` (the bound address, so port 0
-/// shows the real port) and serves until Ctrl-C.
+/// `volley serve: listening on http://ADDR` (`https://` with TLS; the bound
+/// address, so port 0 shows the real port) and serves until Ctrl-C.
 ///
 /// # Errors
 ///
-/// The options are invalid (an in-flight limit of 0), or building the
+/// The options are invalid (an in-flight limit of 0, a certificate file
+/// without TLS), or setting up TLS, writing the certificate, building the
 /// runtime or binding failed; a bind error's message names the address.
 pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
-    let shared = Arc::new(Shared::new(&opts)?);
+    let (shared, tls) = prepare(&opts)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let listener = {
         let _context = runtime.enter();
@@ -308,7 +367,11 @@ pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
         // A closed stdout (say, piped into `head -1`) is no reason to stop
         // serving, so failures to print are ignored.
         let mut stdout = io::stdout().lock();
-        let _ = writeln!(stdout, "volley serve: listening on http://{addr}");
+        let _ = writeln!(
+            stdout,
+            "volley serve: listening on {}",
+            base_url(tls.is_some(), addr)
+        );
         let _ = stdout.flush();
     }
     let shutdown = async {
@@ -318,9 +381,36 @@ pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    runtime.block_on(serve(listener, shutdown, shared));
+    runtime.block_on(serve(listener, shutdown, shared, tls));
     runtime.shutdown_timeout(RUNTIME_GRACE);
     Ok(())
+}
+
+/// What a server needs before it binds: its shared state and, with TLS, a
+/// certificate, written to `cert_out` when asked.
+fn prepare(opts: &ServerOptions) -> io::Result<(Arc<Shared>, Option<Tls>)> {
+    if opts.cert_out.is_some() && !opts.tls {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a certificate file (--cert-out) needs TLS (--tls)",
+        ));
+    }
+    let shared = Arc::new(Shared::new(opts)?);
+    let tls = opts.tls.then(Tls::self_signed).transpose()?;
+    if let (Some(path), Some(tls)) = (&opts.cert_out, &tls) {
+        std::fs::write(path, &tls.cert_pem).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot write the certificate to '{}': {e}", path.display()),
+            )
+        })?;
+    }
+    Ok((shared, tls))
+}
+
+fn base_url(tls: bool, addr: SocketAddr) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{addr}")
 }
 
 /// Binds with an explicit backlog (std's is small for a load-test target)
@@ -340,7 +430,13 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(BACKLOG).map_err(named)
 }
 
-async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>, shared: Arc<Shared>) {
+async fn serve(
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+    shared: Arc<Shared>,
+    tls: Option<Tls>,
+) {
+    let acceptor = tls.map(|tls| tls.acceptor);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut connections = JoinSet::new();
     let mut reported_accept_error = false;
@@ -351,7 +447,7 @@ async fn serve(listener: TcpListener, shutdown: impl Future<Output = ()>, shared
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     shared.connections_accepted.fetch_add(1, Relaxed);
-                    connections.spawn(connection(stream, Arc::clone(&shared)));
+                    connections.spawn(connection(stream, Arc::clone(&shared), acceptor.clone()));
                 }
                 Err(e) if is_per_connection(&e) => {}
                 Err(e) => {
@@ -387,7 +483,16 @@ fn is_per_connection(e: &io::Error) -> bool {
     )
 }
 
-fn connection(stream: TcpStream, shared: Arc<Shared>) -> impl Future<Output = ()> + Send {
+/// A connection's byte stream: plain TCP, or TLS over it.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+fn connection(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    tls: Option<TlsAcceptor>,
+) -> impl Future<Output = ()> + Send {
     /// Counts the close however the task ends. Created before the task is
     /// spawned, so a task aborted at shutdown before it ever ran still counts.
     struct Closed(Arc<Shared>);
@@ -399,7 +504,39 @@ fn connection(stream: TcpStream, shared: Arc<Shared>) -> impl Future<Output = ()
     let closed = Closed(Arc::clone(&shared));
     async move {
         let _closed = closed;
-        conn::serve(stream, shared).await;
+        // Responses are written whole or deliberately in pieces (`/slow`);
+        // either way Nagle's delay would only distort the timings.
+        let _ = stream.set_nodelay(true);
+        match tls {
+            None => {
+                let mut stream = stream;
+                let mut read = Vec::with_capacity(conn::BUF_SIZE);
+                if let Some(protocol) = preface::sniff(&mut stream, &mut read).await {
+                    serve_as(protocol, stream, shared, read).await;
+                }
+            }
+            // A failed handshake ends the connection; the client sees why.
+            Some(acceptor) => {
+                if let Ok(stream) = acceptor.accept(stream).await {
+                    serve_as(tls::negotiated(&stream), stream, shared, Vec::new()).await;
+                }
+            }
+        }
+    }
+}
+
+/// Serves `protocol` on `stream`, whose first bytes, already read, are in
+/// `read`.
+async fn serve_as(protocol: Protocol, stream: impl Io, shared: Arc<Shared>, read: Vec<u8>) {
+    match protocol {
+        Protocol::Http1 => {
+            shared.http1_connections.fetch_add(1, Relaxed);
+            conn::serve(stream, shared, read).await;
+        }
+        Protocol::Http2 => {
+            shared.h2_connections.fetch_add(1, Relaxed);
+            h2::serve(preface::Rewind::new(read, stream), shared).await;
+        }
     }
 }
 

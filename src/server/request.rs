@@ -65,7 +65,7 @@ pub(super) enum Method {
 }
 
 impl Method {
-    fn of(name: &str) -> Self {
+    pub(super) fn of(name: &str) -> Self {
         match name {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
@@ -427,12 +427,19 @@ fn split_target(target: &[u8], offset: usize) -> (Range<usize>, Range<usize>) {
     )
 }
 
-/// The header fields of a request already accepted by
-/// [`RequestParser::parse`], parsed again for the endpoints that want more
-/// than [`Head`] keeps. Held on the stack, like the first parse.
-pub(super) struct Fields<'a> {
-    all: [httparse::Header<'a>; MAX_HEADERS],
-    len: usize,
+/// The header fields of a request, for the endpoints that want more than
+/// [`Head`] keeps: an HTTP/1.1 head already accepted by
+/// [`RequestParser::parse`], parsed again (held on the stack, like the first
+/// parse), or the header map HTTP/2 decoded.
+// The parsed variant is large, but lives briefly on the stack of the few
+// endpoints that read fields; boxing it would allocate for nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Fields<'a> {
+    Parsed {
+        all: [httparse::Header<'a>; MAX_HEADERS],
+        len: usize,
+    },
+    Map(&'a http::HeaderMap),
 }
 
 impl<'a> Fields<'a> {
@@ -446,12 +453,21 @@ impl<'a> Fields<'a> {
             Ok(Status::Complete(_)) => req.headers.len(),
             _ => 0,
         };
-        Self { all, len }
+        Fields::Parsed { all, len }
     }
 
-    /// Every field as sent: name, then value.
+    /// Every field as sent (HTTP/2 sends names in lower case): name, then
+    /// value.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> {
-        self.all[..self.len].iter().map(|h| (h.name, h.value))
+        // One of the two is empty; chaining them avoids boxing an iterator.
+        let (parsed, map) = match self {
+            Fields::Parsed { all, len } => (&all[..*len], None),
+            Fields::Map(map) => (&[][..], Some(*map)),
+        };
+        parsed.iter().map(|h| (h.name, h.value)).chain(
+            map.into_iter()
+                .flat_map(|map| map.iter().map(|(name, value)| (name.as_str(), value.as_bytes()))),
+        )
     }
 
     /// The values of the fields called `name` (in any case), in order.
@@ -644,6 +660,20 @@ mod tests {
         );
         assert_eq!(fields.values("x-missing").count(), 0);
         assert_eq!(Fields::of(b"not http").iter().count(), 0);
+    }
+
+    #[test]
+    fn fields_of_an_http2_header_map() {
+        let mut map = http::HeaderMap::new();
+        map.append("cookie", http::HeaderValue::from_static("a=b"));
+        map.append("x-one", http::HeaderValue::from_static("1"));
+        map.append("cookie", http::HeaderValue::from_static("c=d"));
+        let fields = Fields::Map(&map);
+        assert_eq!(fields.iter().count(), 3);
+        assert_eq!(
+            fields.values("Cookie").collect::<Vec<_>>(),
+            [&b"a=b"[..], &b"c=d"[..]]
+        );
     }
 
     #[test]

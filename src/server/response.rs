@@ -1,4 +1,4 @@
-//! Response heads for the embedded target server.
+//! HTTP/1.1 response heads for the embedded target server.
 //!
 //! Kept separate so the one place that decides the header set (minimal, no
 //! `Date`, always a `Content-Length` except where HTTP forbids one) is easy to
@@ -6,6 +6,7 @@
 
 use std::io::Write as _;
 
+use super::reply::{Body, Reply, is_bodiless};
 use super::request::Head;
 
 /// What the response says about the connection's future.
@@ -36,17 +37,6 @@ impl Persistence {
     }
 }
 
-/// Statuses whose responses never have a body, so also no `Content-Length`
-/// (RFC 9110 forbids it for 204, and for 304 it would describe a
-/// representation that is not sent).
-pub(super) fn is_bodiless(status: u16) -> bool {
-    matches!(status, 204 | 304)
-}
-
-/// A header field an endpoint adds to its response (`Set-Cookie`, `Allow`):
-/// name, then value.
-pub(super) type Field<'a> = (&'static str, &'a [u8]);
-
 /// Appends a status line and headers. The body's headers are left out for
 /// bodiless statuses.
 pub(super) fn write_head(
@@ -56,15 +46,16 @@ pub(super) fn write_head(
     content_length: u64,
     persistence: Persistence,
 ) {
-    write_head_with(out, status, content_type, &[], content_length, persistence);
+    write_head_with::<&[u8]>(out, status, content_type, &[], content_length, persistence);
 }
 
-/// [`write_head`] with `fields` added after the body's headers.
-pub(super) fn write_head_with(
+/// [`write_head`] with header fields of the endpoint's own (`Set-Cookie`,
+/// `Allow`: name, then value) added after the body's headers.
+pub(super) fn write_head_with<V: AsRef<[u8]>>(
     out: &mut Vec<u8>,
     status: u16,
     content_type: Option<&[u8]>,
-    fields: &[Field<'_>],
+    fields: &[(&'static str, V)],
     content_length: u64,
     persistence: Persistence,
 ) {
@@ -78,7 +69,8 @@ pub(super) fn write_head_with(
         }
         let _ = write!(out, "Content-Length: {content_length}\r\n");
     }
-    for &(name, value) in fields {
+    for (name, value) in fields {
+        let value = value.as_ref();
         // Values can carry what a client sent (a user name in a cookie).
         // Endpoints check it first, but a line break slipping through would
         // let the client write our headers, so such a field is left out.
@@ -114,8 +106,22 @@ const HI: [&[u8]; 3] = [
 ];
 pub(super) const HI_BODY: &[u8] = b"world";
 
+/// The whole response `reply` makes, pre-built, if it is one of those
+/// (`/hi`'s): then the head need not be written field by field.
+pub(super) fn prebuilt(
+    reply: &Reply<'_>,
+    persistence: Persistence,
+    head_only: bool,
+) -> Option<&'static [u8]> {
+    let is_hi = reply.status == 200
+        && reply.content_type == Some(b"text/plain")
+        && reply.fields.is_empty()
+        && matches!(reply.body, Body::Static(HI_BODY));
+    is_hi.then(|| hi(persistence, head_only))
+}
+
 /// The whole `/hi` response, or its head only.
-pub(super) fn hi(persistence: Persistence, head_only: bool) -> &'static [u8] {
+fn hi(persistence: Persistence, head_only: bool) -> &'static [u8] {
     let full = match persistence {
         Persistence::KeepAlive => HI[0],
         Persistence::KeepAlive10 => HI[1],
@@ -191,9 +197,29 @@ mod tests {
     }
 
     #[test]
+    fn only_the_hi_reply_is_prebuilt() {
+        let hi_reply = || Reply::new(200, Some(b"text/plain"), Body::Static(HI_BODY));
+        let p = Persistence::KeepAlive;
+        assert_eq!(prebuilt(&hi_reply(), p, false), Some(hi(p, false)));
+        assert_eq!(prebuilt(&hi_reply(), p, true), Some(hi(p, true)));
+        let mut with_field = hi_reply();
+        with_field.fields.push(("Allow", "GET".into()));
+        let others = [
+            Reply::new(201, Some(b"text/plain"), Body::Static(HI_BODY)),
+            Reply::new(200, None, Body::Static(HI_BODY)),
+            Reply::new(200, Some(b"text/plain"), Body::Owned(HI_BODY.to_vec())),
+            Reply::new(200, Some(b"text/plain"), Body::Static(b"other")),
+            with_field,
+        ];
+        for other in &others {
+            assert_eq!(prebuilt(other, p, false), None);
+        }
+    }
+
+    #[test]
     fn extra_fields_follow_the_body_headers() {
         let mut out = Vec::new();
-        let fields: [Field<'_>; 2] = [("Allow", b"GET, HEAD"), ("X-Bad", b"a\r\nSet-Cookie: x=y")];
+        let fields: [(&str, &[u8]); 2] = [("Allow", b"GET, HEAD"), ("X-Bad", b"a\r\nSet-Cookie: x=y")];
         write_head_with(&mut out, 405, None, &fields, 2, Persistence::Close);
         assert_eq!(
             out,

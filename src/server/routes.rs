@@ -9,17 +9,22 @@
 //! disk would. Under `/api/` is a small JSON API for scenario tests (see
 //! `api`).
 //!
-//! Routing looks at the path only; the query string is in the request head
-//! for the endpoints that read it.
+//! Each endpoint is written once, for every protocol: [`answer`] takes a
+//! protocol-neutral request and says what to send (a `Reply`) or which fault
+//! to commit, and the HTTP/1.1 (`conn`) and HTTP/2 (`h2`) connections write
+//! that their own way. Routing looks at the path only; the query string is
+//! in the request for the endpoints that read it.
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use super::Shared;
 use super::api::{self, Api};
-use super::conn::{COPY_LIMIT, Conn, Next};
-use super::request::{Method, Request, parse_decimal};
-use super::response::{self, Persistence};
+use super::reply::{Answer, Body, Incoming, Reply};
+use super::request::parse_decimal;
+use super::response::HI_BODY;
 
 /// Longest wait or burn accepted by `/sleep`, `/cpu`, `/slow` and `/pause`.
 const MAX_MS: u64 = 3_600_000;
@@ -27,18 +32,12 @@ const MAX_MS: u64 = 3_600_000;
 const MAX_ALLOC_KB: u64 = 1024 * 1024;
 /// Largest `/bytes` body (256 MiB).
 const MAX_BYTES: u64 = 256 * 1024 * 1024;
-/// The body `/slow` drips, one byte at a time.
-const SLOW_BODY: &[u8] = b"0123456789";
-/// What `/garbage` sends: no status line, then bytes no parser can like.
-const GARBAGE: &[u8] = b"NOT HTTP AT ALL\r\n\r\n\x00\xff\xfe\x01\x80\x7f\r\n\x1b[0m\xc3\x28";
-/// `/bytes` bodies are cut from this, so no body is built per request.
-static FILL: [u8; COPY_LIMIT] = [b'x'; COPY_LIMIT];
 
 const TEXT: Option<&[u8]> = Some(b"text/plain");
 const JSON: Option<&[u8]> = Some(b"application/json");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Route {
+pub(super) enum Route {
     Hi,
     Sleep(u64),
     Cpu(u64),
@@ -59,7 +58,7 @@ enum Route {
 }
 
 impl Route {
-    fn of(path: &[u8]) -> Route {
+    pub(super) fn of(path: &[u8]) -> Route {
         match path {
             b"/hi" => return Route::Hi,
             b"/echo" => return Route::Echo,
@@ -107,187 +106,78 @@ impl Route {
     /// `/pause` are the test's controls and must work on a saturated server;
     /// the fault endpoints keep their behaviour (a `/stall` holding a slot
     /// would shrink the server's capacity for as long as its client waits).
-    fn takes_slot(self) -> bool {
+    pub(super) fn takes_slot(self) -> bool {
         !matches!(
             self,
             Route::Stats | Route::Pause(_) | Route::Drop | Route::Stall | Route::Garbage
         )
     }
+
+    /// Whether the answer takes a while to come: an HTTP/1.1 connection
+    /// writes the responses it has queued first, so that pipelined requests
+    /// answered earlier are not held up by this one.
+    pub(super) fn waits(self) -> bool {
+        matches!(self, Route::Sleep(_) | Route::Cpu(_) | Route::Alloc(_))
+    }
 }
 
-/// Answers one request, first waiting for an in-flight slot if the server
-/// has a limit and the endpoint counts against it.
-pub(super) async fn respond(conn: &mut Conn, req: &Request) -> Next {
-    let path = conn.input.request().get(req.head.path.clone());
-    let route = Route::of(path.unwrap_or_default());
-    let slot = if route.takes_slot() {
-        match conn.slot().await {
-            Ok(slot) => slot,
-            Err(_) => return Next::Done,
-        }
-    } else {
-        None
-    };
-    let next = answer(conn, req, route).await;
-    conn.out.release_when_written(slot);
-    next
-}
-
-/// Responses are queued on `conn.out` and written by the connection loop,
-/// except where an endpoint needs the socket itself.
-async fn answer(conn: &mut Conn, req: &Request, route: Route) -> Next {
-    let head_only = req.head.method == Method::Head;
-    let persistence = Persistence::for_request(&req.head);
-    match route {
-        Route::Hi => {
-            conn.out.bytes(response::hi(persistence, head_only));
-            conn.out.finish();
-            Next::after(persistence)
-        }
+/// What the endpoint `route` answers to `req`. Endpoints that wait
+/// ([`Route::waits`]) do it here; what they answer is written by the
+/// protocol, which also takes care of in-flight slots and `/pause`.
+pub(super) async fn answer<'a>(route: Route, req: &Incoming<'a>, shared: &Arc<Shared>) -> Answer<'a> {
+    let reply = match route {
+        Route::Hi => Reply::new(200, TEXT, Body::Static(HI_BODY)),
         Route::Sleep(ms) => {
-            if conn.flush().await.is_err() {
-                return Next::Done;
-            }
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            let body = format!("slept {ms} ms\n");
-            conn.out
-                .respond(200, TEXT, body.as_bytes(), head_only, persistence)
+            text(200, format!("slept {ms} ms\n"))
         }
         Route::Cpu(ms) => {
             // Spinning on an I/O thread would stall every other connection,
             // which is not what "a CPU-heavy endpoint" should simulate.
-            if conn.flush().await.is_err() {
-                return Next::Done;
-            }
-            let shared = conn.shared.clone();
+            let shared = Arc::clone(shared);
             let work =
                 tokio::task::spawn_blocking(move || burn_cpu(Duration::from_millis(ms), &shared.stopping));
             match work.await {
-                Ok(_) => {
-                    let body = format!("burned {ms} ms of CPU\n");
-                    conn.out
-                        .respond(200, TEXT, body.as_bytes(), head_only, persistence)
-                }
-                Err(_) => conn
-                    .out
-                    .respond(500, TEXT, b"cpu work failed\n", head_only, persistence),
+                Ok(_) => text(200, format!("burned {ms} ms of CPU\n")),
+                Err(_) => Reply::new(500, TEXT, Body::Static(b"cpu work failed\n")),
             }
         }
         Route::Alloc(kb) => {
-            if conn.flush().await.is_err() {
-                return Next::Done;
-            }
-            let shared = conn.shared.clone();
+            let shared = Arc::clone(shared);
             let work = tokio::task::spawn_blocking(move || touch_memory(kb, &shared.stopping));
-            let (status, body) = match work.await {
-                Ok(Some(_)) => (200, format!("allocated {kb} KiB\n")),
-                _ => (503, format!("could not allocate {kb} KiB\n")),
-            };
-            conn.out
-                .respond(status, TEXT, body.as_bytes(), head_only, persistence)
-        }
-        Route::Status(code) => {
-            let body = format!("status {code}\n");
-            conn.out
-                .respond(code, TEXT, body.as_bytes(), head_only, persistence)
-        }
-        Route::Bytes(n) => send_bytes(conn, n, head_only, persistence).await,
-        Route::Echo => {
-            let Conn {
-                stream, input, out, ..
-            } = conn;
-            let body = input.body(req);
-            let content_type = req
-                .head
-                .content_type
-                .clone()
-                .and_then(|range| input.request().get(range));
-            out.head(200, content_type, body.len() as u64, persistence);
-            if !head_only && out.body(stream, body).await.is_err() {
-                return Next::Done;
+            match work.await {
+                Ok(Some(_)) => text(200, format!("allocated {kb} KiB\n")),
+                _ => text(503, format!("could not allocate {kb} KiB\n")),
             }
-            out.finish();
-            Next::after(persistence)
         }
-        Route::Stats => match serde_json::to_vec(&conn.shared.snapshot()) {
-            Ok(json) => conn.out.respond(200, JSON, &json, head_only, persistence),
-            Err(_) => conn
-                .out
-                .respond(500, TEXT, b"stats failed\n", head_only, persistence),
+        Route::Status(code) => text(code, format!("status {code}\n")),
+        Route::Bytes(n) => Reply::new(200, Some(b"application/octet-stream"), Body::Fill(n)),
+        Route::Echo => Reply::new(200, req.content_type, Body::Borrowed(req.body)),
+        Route::Stats => match serde_json::to_vec(&shared.snapshot()) {
+            Ok(json) => Reply::new(200, JSON, Body::Owned(json)),
+            Err(_) => Reply::new(500, TEXT, Body::Static(b"stats failed\n")),
         },
-        Route::Drop => Next::Close,
-        Route::Stall => {
-            if conn.flush().await.is_ok() {
-                conn.wait_for_eof().await;
-            }
-            Next::Done
-        }
-        Route::Garbage => {
-            conn.out.bytes(GARBAGE);
-            Next::Close
-        }
-        Route::Slow(ms) => drip(conn, ms, head_only, persistence).await,
-        Route::Api(endpoint) => api::answer(conn, req, endpoint, head_only, persistence),
+        Route::Drop => return Answer::Drop,
+        Route::Stall => return Answer::Stall,
+        Route::Garbage => return Answer::Garbage,
+        Route::Slow(ms) => Reply::new(200, TEXT, Body::Drip(Duration::from_millis(ms))),
+        Route::Api(endpoint) => api::reply(endpoint, req),
         Route::Pause(ms) => {
             // The pause starts now; this response is held by it like any
             // other and so goes out when it ends (later, if extended).
-            conn.shared
+            shared
                 .pause
                 .extend(tokio::time::Instant::now() + Duration::from_millis(ms));
-            let body = format!("paused {ms} ms\n");
-            conn.out
-                .respond(200, TEXT, body.as_bytes(), head_only, persistence)
+            text(200, format!("paused {ms} ms\n"))
         }
-        Route::NotFound => conn
-            .out
-            .respond(404, TEXT, b"not found\n", head_only, persistence),
-        Route::BadParameter(why) => conn
-            .out
-            .respond(400, TEXT, why.as_bytes(), head_only, persistence),
-    }
+        Route::NotFound => Reply::new(404, TEXT, Body::Static(b"not found\n")),
+        Route::BadParameter(why) => Reply::new(400, TEXT, Body::Static(why.as_bytes())),
+    };
+    Answer::Reply(reply)
 }
 
-async fn send_bytes(conn: &mut Conn, n: u64, head_only: bool, persistence: Persistence) -> Next {
-    conn.out
-        .head(200, Some(b"application/octet-stream"), n, persistence);
-    if !head_only {
-        let mut left = n;
-        while left > 0 {
-            let piece = left.min(FILL.len() as u64) as usize;
-            if conn.out.body(&mut conn.stream, &FILL[..piece]).await.is_err() {
-                return Next::Done;
-            }
-            left -= piece as u64;
-        }
-    }
-    conn.out.finish();
-    Next::after(persistence)
-}
-
-/// `/slow`: the head at once, then the body one byte at a time, the last
-/// byte `ms` after the head.
-async fn drip(conn: &mut Conn, ms: u64, head_only: bool, persistence: Persistence) -> Next {
-    conn.out.head(200, TEXT, SLOW_BODY.len() as u64, persistence);
-    if head_only {
-        conn.out.finish();
-        return Next::after(persistence);
-    }
-    if conn.flush().await.is_err() {
-        return Next::Done;
-    }
-    let start = tokio::time::Instant::now();
-    let total = Duration::from_millis(ms);
-    let steps = SLOW_BODY.len() as u32;
-    for (i, byte) in (1..).zip(SLOW_BODY) {
-        // Deadlines from one start, so timer lateness does not add up.
-        tokio::time::sleep_until(start + total * i / steps).await;
-        let byte = std::slice::from_ref(byte);
-        if conn.out.write_direct(&mut conn.stream, byte).await.is_err() {
-            return Next::Done;
-        }
-    }
-    conn.out.finish();
-    Next::after(persistence)
+fn text(status: u16, body: String) -> Reply<'static> {
+    Reply::new(status, TEXT, Body::Owned(body.into_bytes()))
 }
 
 /// Spins doing arithmetic the optimiser cannot remove until `duration` has

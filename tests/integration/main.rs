@@ -8,6 +8,7 @@ mod monitor;
 mod plan;
 mod run;
 mod server;
+mod server_h2;
 mod support;
 mod thresholds;
 mod tls;

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use volley::server::{ServerHandle, ServerOptions, StatsSnapshot, spawn};
 
+use super::support::wait_for_stats;
+
 /// Upper bound for any single read in these tests.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -20,6 +22,7 @@ fn start_with(max_inflight: Option<usize>) -> ServerHandle {
     spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
         max_inflight,
+        ..Default::default()
     })
     .expect("server starts on 127.0.0.1:0")
 }
@@ -126,19 +129,6 @@ impl Client {
             .read_to_end(&mut rest)
             .expect("the server closes the connection");
         rest
-    }
-}
-
-/// Waits until `check` holds for the server's counters (they are updated by
-/// the server's threads, a moment after the client sees the bytes).
-fn wait_for_stats(server: &ServerHandle, check: impl Fn(&StatsSnapshot) -> bool) -> StatsSnapshot {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let stats = server.stats();
-        if check(&stats) || Instant::now() > deadline {
-            return stats;
-        }
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -376,6 +366,8 @@ fn stats_count_connections_and_requests() {
     let expected = StatsSnapshot {
         connections_accepted: CONNECTIONS,
         connections_closed: CONNECTIONS,
+        http1_connections: CONNECTIONS,
+        h2_connections: 0,
         requests_received: requests,
         requests_completed: requests,
     };
@@ -391,6 +383,8 @@ fn stats_count_connections_and_requests() {
         serde_json::json!({
             "connections_accepted": CONNECTIONS + 1,
             "connections_closed": CONNECTIONS,
+            "http1_connections": CONNECTIONS + 1,
+            "h2_connections": 0,
             "requests_received": requests + 1,
             "requests_completed": requests,
         })
@@ -694,6 +688,7 @@ fn max_inflight_of_zero_is_refused() {
     let err = spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
         max_inflight: Some(0),
+        ..Default::default()
     })
     .expect_err("a server that can handle nothing");
     assert_eq!(err.kind(), ErrorKind::InvalidInput);

@@ -6,8 +6,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
-use volley::server::{ServerHandle, ServerOptions, spawn};
+use std::time::{Duration, Instant};
+use volley::server::{ServerHandle, ServerOptions, StatsSnapshot, spawn};
 
 /// No single invocation in these tests may run longer than this.
 const LIMIT: Duration = Duration::from_secs(90);
@@ -21,8 +21,23 @@ pub fn target_with(max_inflight: Option<usize>) -> ServerHandle {
     spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
         max_inflight,
+        ..Default::default()
     })
     .expect("embedded target starts")
+}
+
+/// Waits until `check` holds for the server's counters (they are updated
+/// by the server's threads, a moment after the client sees the bytes), or
+/// 5 s have passed; returns the last counters seen.
+pub fn wait_for_stats(server: &ServerHandle, check: impl Fn(&StatsSnapshot) -> bool) -> StatsSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = server.stats();
+        if check(&stats) || Instant::now() > deadline {
+            return stats;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 pub fn url(server: &ServerHandle, path: &str) -> String {
