@@ -6,7 +6,8 @@
 //! socket itself and handles every frame that arrived, completing and waking
 //! the lanes they belong to. The last lane that found the socket not ready
 //! is the *driver*: its waker is the one the socket holds, so a driver that
-//! leaves with lanes still waiting wakes one of them to take over.
+//! leaves with lanes still waiting wakes one of them to take over (and a
+//! lane so woken that finds its own response done passes the turn on).
 //!
 //! Lanes never write: they append frames and put the connection in the
 //! worker's [`Outbox`], which the worker flushes once all the lanes it woke
@@ -375,9 +376,10 @@ impl Inner {
         if let Some(waiter) = self.capacity_waiters.pop() {
             waiter.wake();
         }
-        if self.driver == Some(lane) {
+        // A leaving driver, or a lane woken to take over that is leaving
+        // instead (its response arrived first), passes the socket on.
+        if self.driver.is_none_or(|driver| driver == lane) {
             self.driver = None;
-            // Someone else must hold the socket's waker now.
             if let Some(waker) = self
                 .lanes
                 .iter()
