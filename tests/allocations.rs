@@ -1,5 +1,6 @@
-//! The engine allocates nothing per request: a counting global allocator
-//! sees the same number of allocations for 2,000 requests as for 20,000.
+//! The engine allocates nothing per request, over HTTP/1.1 or HTTP/2: a
+//! counting global allocator sees the same number of allocations for 2,000
+//! requests as for 20,000.
 //! (Its own test binary, so the allocator counts only this process: the
 //! target runs as a separate `volley serve` process on 127.0.0.1.)
 
@@ -73,10 +74,10 @@ fn target() -> Target {
     Target { child, base }
 }
 
-fn allocations_for(requests: u64, url: &str) -> u64 {
+fn allocations_for(requests: u64, url: &str, protocol: &[&str]) -> u64 {
     let n = requests.to_string();
     // One interval covers the whole run, so per-interval work is the same.
-    let cli = Cli::try_parse_from([
+    let mut args = vec![
         "volley",
         "run",
         "-n",
@@ -87,8 +88,10 @@ fn allocations_for(requests: u64, url: &str) -> u64 {
         "2",
         "--interval",
         "60s",
-        url,
-    ]);
+    ];
+    args.extend_from_slice(protocol);
+    args.push(url);
+    let cli = Cli::try_parse_from(args);
     let VolleyCommand::Run(args) = cli.unwrap().command else {
         unreachable!()
     };
@@ -109,15 +112,19 @@ fn allocations_for(requests: u64, url: &str) -> u64 {
 #[test]
 fn allocations_do_not_grow_with_requests() {
     let target = target();
-    for path in ["/hi", "/bytes/100000"] {
-        let url = format!("{}{path}", target.base);
-        allocations_for(500, &url); // Warm any one-time initialisation.
-        let small = allocations_for(2_000, &url);
-        let large = allocations_for(20_000, &url);
-        // 18,000 more requests; a per-request allocation would add >= 18,000.
-        assert!(
-            large <= small + 100,
-            "{path}: {small} allocations for 2,000 requests, {large} for 20,000"
-        );
+    // HTTP/1.1, and HTTP/2 (h2c) with several streams per connection.
+    let protocols: [&[&str]; 2] = [&[], &["--http2", "--streams", "4"]];
+    for protocol in protocols {
+        for path in ["/hi", "/bytes/100000"] {
+            let url = format!("{}{path}", target.base);
+            allocations_for(500, &url, protocol); // Warm any one-time initialisation.
+            let small = allocations_for(2_000, &url, protocol);
+            let large = allocations_for(20_000, &url, protocol);
+            // 18,000 more requests; a per-request allocation would add >= 18,000.
+            assert!(
+                large <= small + 100,
+                "{protocol:?} {path}: {small} allocations for 2,000 requests, {large} for 20,000"
+            );
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 mod compare;
 mod html;
+mod http2;
 mod load;
 mod monitor;
 mod plan;

@@ -1,0 +1,312 @@
+//! volley's HTTP/2 client against the embedded target: h2c by prior
+//! knowledge, h2 chosen by ALPN over TLS, streams really concurrent, every
+//! load model over the one request loop, and failures kept apart by kind.
+
+use super::support::{exclusive, num, stderr, summary, target, url, volley, volley_json, wait_for_stats};
+use volley::server::{ServerHandle, ServerOptions, spawn};
+
+fn tls_target() -> ServerHandle {
+    spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tls: true,
+        ..Default::default()
+    })
+    .expect("embedded TLS target starts")
+}
+
+fn tls_url(server: &ServerHandle, path: &str) -> String {
+    format!("https://{}{path}", server.addr())
+}
+
+#[test]
+fn h2c_with_prior_knowledge_is_reported() {
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-n",
+        "600",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-q",
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["runs"][0]["protocol"], "h2c");
+    assert_eq!(report["plan"]["streams"], 4);
+    let s = summary(&report);
+    assert_eq!(num(&s["ok"]), 600.0);
+    // Two connections of four streams, every request counted by the target.
+    let stats = wait_for_stats(&server, |s| s.requests_completed >= 600);
+    assert_eq!(stats.requests_completed, 600);
+    assert_eq!(stats.h2_connections, 2);
+    assert_eq!(stats.http1_connections, 0);
+}
+
+#[test]
+fn https_negotiates_h2_by_alpn_and_http1_1_forces_http1() {
+    let server = tls_target();
+    let target_url = tls_url(&server, "/hi");
+    let (out, report) = volley_json(&["run", "--insecure", "-n", "300", "-c", "3", "-q", &target_url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["runs"][0]["protocol"], "h2");
+    assert_eq!(num(&summary(&report)["ok"]), 300.0);
+    let (out, report) = volley_json(&[
+        "run",
+        "--insecure",
+        "--http1.1",
+        "-n",
+        "300",
+        "-c",
+        "3",
+        "-q",
+        &target_url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["runs"][0]["protocol"], "http/1.1");
+    assert_eq!(num(&summary(&report)["ok"]), 300.0);
+    let (out, report) = volley_json(&[
+        "run",
+        "--insecure",
+        "--http2",
+        "-n",
+        "300",
+        "-c",
+        "3",
+        "--streams",
+        "5",
+        "-q",
+        &target_url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["runs"][0]["protocol"], "h2");
+    assert_eq!(num(&summary(&report)["ok"]), 300.0);
+}
+
+/// 20 streams on one connection to a 100 ms endpoint for 1 s: about ten
+/// waves of 20, where one request at a time would finish about ten.
+#[test]
+fn streams_of_one_connection_run_concurrently() {
+    let _alone = exclusive();
+    for (server, base) in [(target(), "http"), (tls_target(), "https")] {
+        let target_url = format!("{base}://{}/sleep/100", server.addr());
+        let (out, report) = volley_json(&[
+            "run",
+            "--http2",
+            "--insecure",
+            "-c",
+            "1",
+            "--streams",
+            "20",
+            "-d",
+            "1s",
+            "-q",
+            &target_url,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let ok = num(&summary(&report)["ok"]);
+        assert!((160.0..=200.0).contains(&ok), "{base}: {ok} requests in 1 s");
+        assert_eq!(server.stats().h2_connections, 1, "{base}: one connection");
+        let p50 = num(&summary(&report)["latency_ms"]["p50"]);
+        assert!((100.0..130.0).contains(&p50), "{base}: p50 {p50} ms");
+    }
+}
+
+/// Large responses fill the read buffer, so the lane that reads them often
+/// finishes with more bytes waiting: another lane must take the socket
+/// over at once (a lost turn showed as a response held to the timeout).
+#[test]
+fn large_responses_on_shared_connections_never_wait_for_a_timeout() {
+    let _alone = exclusive();
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-n",
+        "2000",
+        "-c",
+        "8",
+        "--streams",
+        "4",
+        "-t",
+        "2",
+        "--timeout",
+        "5s",
+        "-q",
+        &url(&server, "/bytes/100000"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = summary(&report);
+    assert_eq!(num(&s["ok"]), 2000.0);
+    assert!(num(&s["latency_ms"]["max"]) < 2000.0, "{}", s["latency_ms"]);
+    assert_eq!(
+        num(&s["bytes"]) as u64 / 2000 / 1000,
+        100,
+        "about 100 kB a response: {}",
+        s["bytes"]
+    );
+}
+
+#[test]
+fn open_model_and_stages_run_over_http2() {
+    let _alone = exclusive();
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-R",
+        "500",
+        "-d",
+        "2s",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-q",
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ok = num(&summary(&report)["ok"]);
+    assert!((950.0..=1010.0).contains(&ok), "{ok} requests at 500/s for 2 s");
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "--stages",
+        "1s:4,1s:4",
+        "--streams",
+        "3",
+        "-q",
+        &url(&server, "/sleep/5"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(num(&summary(&report)["ok"]) > 100.0);
+    assert_eq!(num(&summary(&report)["errors"]), 0.0);
+}
+
+#[test]
+fn a_plan_runs_over_http2_with_its_cookies_and_asserts() {
+    let server = tls_target();
+    let (out, report) = volley_json(&[
+        "plan",
+        "examples/plans/login-and-browse.yml",
+        "--base",
+        &tls_url(&server, ""),
+        "--insecure",
+        "--streams",
+        "2",
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["runs"][0]["protocol"], "h2");
+    let s = summary(&report);
+    assert_eq!(num(&s["errors"]), 0.0, "{s}");
+    assert!(num(&s["ok"]) > 100.0);
+}
+
+#[test]
+fn http2_failures_keep_their_kinds() {
+    let server = target();
+    let (_, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-n",
+        "50",
+        "-c",
+        "2",
+        "-q",
+        &url(&server, "/status/500"),
+    ]);
+    assert_eq!(summary(&report)["errors_by_kind"]["status"], 50);
+    let (_, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-n",
+        "20",
+        "-c",
+        "1",
+        "-q",
+        &url(&server, "/drop"),
+    ]);
+    let kinds = summary(&report)["errors_by_kind"].as_object().unwrap().clone();
+    assert_eq!(kinds.values().map(num).sum::<f64>(), 20.0, "{kinds:?}");
+    assert!(
+        kinds.contains_key("reset") || kinds.contains_key("io"),
+        "{kinds:?}"
+    );
+    let (_, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-n",
+        "5",
+        "-c",
+        "1",
+        "-q",
+        &url(&server, "/garbage"),
+    ]);
+    assert_eq!(summary(&report)["errors_by_kind"]["protocol"], 5);
+    // A stalled stream times out alone; the connection's other streams go on.
+    let (_, report) = volley_json(&[
+        "run",
+        "--http2",
+        "--timeout",
+        "300ms",
+        "-n",
+        "4",
+        "-c",
+        "1",
+        "--streams",
+        "4",
+        "-q",
+        &url(&server, "/stall"),
+    ]);
+    assert_eq!(summary(&report)["errors_by_kind"]["timeout"], 4);
+    assert!(
+        summary(&report)["error_examples"]["timeout"]
+            .as_str()
+            .unwrap()
+            .contains("300ms")
+    );
+}
+
+#[test]
+fn untrusted_certificate_is_a_tls_error_over_http2() {
+    let server = tls_target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "-q",
+        &tls_url(&server, "/hi"),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "no request succeeded");
+    let s = summary(&report);
+    assert_eq!(s["errors_by_kind"]["tls"], 3);
+    let example = s["error_examples"]["tls"].as_str().unwrap();
+    assert!(example.to_lowercase().contains("certificate"), "{example}");
+}
+
+#[test]
+fn http2_flags_that_do_not_fit_are_usage_errors() {
+    let server = target();
+    for (args, words) in [
+        (vec!["--streams", "4"], "--http2"),
+        (vec!["--http2", "--pipeline", "4"], "--streams"),
+        (vec!["--http1.1", "--streams", "2"], "--http1.1"),
+        (vec!["--http2", "--streams", "0"], "--streams"),
+    ] {
+        let mut all = vec!["run"];
+        all.extend(args.iter().copied());
+        let target_url = url(&server, "/hi");
+        all.push(&target_url);
+        let out = volley(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(words), "{args:?}: {err}");
+    }
+}
