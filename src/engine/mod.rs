@@ -14,11 +14,11 @@ pub mod worker;
 
 use crate::collector::{Collector, SeriesRow};
 use crate::http1::RequestBytes;
-use crate::net::TlsSetup;
 use crate::plan::{Plan, StatusSet, Warmup, share};
 use crate::recorder::Snapshot;
 use crate::sys::CpuTime;
 use crate::target::Target;
+use crate::tls::TlsSetup;
 use budget::Limit;
 use profile::LoadProfile;
 use std::sync::atomic::AtomicBool;
@@ -159,6 +159,9 @@ pub trait Observer {
 pub struct Silent;
 impl Observer for Silent {}
 
+/// What the HTTP/1.1 engine offers in ALPN.
+const HTTP1_ALPN: &[&[u8]] = &[b"http/1.1"];
+
 /// How often the collecting thread wakes to refresh the live view.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -202,7 +205,7 @@ pub fn run(
     observer: &mut dyn Observer,
 ) -> Result<RunResult, EngineError> {
     let tls = match target.tls {
-        true => Some(TlsSetup::new(target, plan.insecure).map_err(EngineError::Setup)?),
+        true => Some(TlsSetup::new(target, plan.insecure, HTTP1_ALPN).map_err(EngineError::Setup)?),
         false => None,
     };
     let threads = plan.threads;
