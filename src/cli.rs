@@ -103,6 +103,9 @@ pub struct RunArgs {
     /// Skip TLS certificate verification.
     #[arg(long)]
     pub insecure: bool,
+    /// Trust the CA certificates in this PEM file, besides the system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
     /// Write the JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,

@@ -190,7 +190,9 @@ pub struct Plan {
     pub keepalive: bool,
     /// Requests written at once per connection (1: no pipelining).
     pub pipeline: u32,
-    pub insecure: bool,
+    /// `--insecure`, `--cacert`...: in the report as top-level plan keys.
+    #[serde(flatten)]
+    pub tls: crate::tls::TlsOptions,
     /// The sampling interval of the time series.
     #[serde(rename = "interval_s", serialize_with = "secs")]
     pub interval: Duration,
@@ -402,6 +404,12 @@ impl Plan {
                 "--pipeline needs keep-alive connections: drop --no-keepalive",
             ));
         }
+        let tls = crate::tls::TlsOptions::from_args(args).map_err(invalid)?;
+        if let Some(flag) = tls.https_only_flag()
+            && !targets.iter().any(|t| t.tls)
+        {
+            return Err(invalid(format!("{flag} goes with https:// URLs")));
+        }
         let mut buckets = args
             .buckets
             .split(',')
@@ -446,7 +454,7 @@ impl Plan {
             connect_timeout,
             keepalive: !args.no_keepalive,
             pipeline: args.pipeline,
-            insecure: args.insecure,
+            tls,
             interval,
             buckets,
         })

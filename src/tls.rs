@@ -1,11 +1,79 @@
-//! TLS client configuration: built once per run from the plan and shared by
-//! every worker (an `Arc` clone per worker, nothing per request).
+//! TLS client configuration: the TLS flags resolved (PEM files read and
+//! checked before the run, so a bad file is a usage error, not a failure
+//! per connection), and the rustls configuration built from them once per
+//! run and shared by every worker (an `Arc` clone per worker, nothing per
+//! request).
 
+use crate::cli::RunArgs;
 use crate::target::Target;
-use rustls::pki_types::ServerName;
+use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde::Serialize;
+use std::path::Path;
 use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+
+/// The TLS flags of a plan, resolved. The report shows the files by name.
+#[derive(Clone, Debug, Serialize)]
+pub struct TlsOptions {
+    /// Accept any certificate (`--insecure`).
+    pub insecure: bool,
+    /// `--cacert` as given.
+    pub cacert: Option<String>,
+    /// Its certificates, trusted besides the system's roots.
+    #[serde(skip)]
+    pub extra_roots: RootCertStore,
+}
+
+impl TlsOptions {
+    /// Reads and checks the files the flags name; every error is one line.
+    pub fn from_args(args: &RunArgs) -> Result<TlsOptions, String> {
+        let mut extra_roots = RootCertStore::empty();
+        if let Some(path) = &args.cacert {
+            for (i, cert) in read_certificates("--cacert", path)?.into_iter().enumerate() {
+                extra_roots.add(cert).map_err(|e| {
+                    format!(
+                        "--cacert '{}': certificate {} is not a usable CA certificate: {e}",
+                        path.display(),
+                        i + 1
+                    )
+                })?;
+            }
+        }
+        Ok(TlsOptions {
+            insecure: args.insecure,
+            cacert: args.cacert.as_ref().map(|p| p.display().to_string()),
+            extra_roots,
+        })
+    }
+
+    /// The first flag given that means something only for `https://`.
+    pub fn https_only_flag(&self) -> Option<&'static str> {
+        self.cacert.as_ref().map(|_| "--cacert")
+    }
+}
+
+/// Every certificate in a PEM file (at least one).
+fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {flag} '{}': {e}", path.display()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{flag} '{}' is not valid PEM: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{flag} '{}' holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// The one crypto provider volley uses.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
 
 /// TLS settings resolved from the plan.
 #[derive(Clone)]
@@ -15,27 +83,24 @@ pub struct TlsSetup {
 }
 
 impl TlsSetup {
-    /// Verifies against the system's root certificates unless `insecure`.
-    /// `alpn` lists the protocols offered, most preferred first (the
-    /// protocol layer above knows what it speaks; this module does not).
-    pub fn new(target: &Target, insecure: bool, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+    /// Verifies against the system's root certificates and `--cacert`
+    /// unless `insecure`. `alpn` lists the protocols offered, most preferred
+    /// first (the protocol layer above knows what it speaks; this module
+    /// does not).
+    pub fn new(target: &Target, options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
+        let provider = provider();
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS setup failed: {e}"))?;
-        let mut config = if insecure {
+        let mut config = if options.insecure {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
                 .with_no_client_auth()
         } else {
-            let mut roots = rustls::RootCertStore::empty();
-            let found = rustls_native_certs::load_native_certs();
-            let (added, _) = roots.add_parsable_certificates(found.certs);
-            if added == 0 {
-                return Err("no system root certificates found to verify TLS; install ca-certificates or pass --insecure".to_string());
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            builder
+                .with_root_certificates(trust_roots(options)?)
+                .with_no_client_auth()
         };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         let server_name = ServerName::try_from(target.host.clone())
@@ -50,6 +115,23 @@ impl TlsSetup {
     pub fn handshake(&self, tcp: TcpStream) -> tokio_rustls::Connect<TcpStream> {
         self.connector.connect(self.server_name.clone(), tcp)
     }
+}
+
+/// The system's roots plus `--cacert`'s. Without `--cacert` a system with
+/// no roots could verify nothing, which is an error; with it, the given CA
+/// may be all the trust the run needs (a bare container, a private CA).
+fn trust_roots(options: &TlsOptions) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 && options.extra_roots.is_empty() {
+        return Err(
+            "no system root certificates found to verify TLS; install ca-certificates, pass --cacert FILE or --insecure"
+                .to_string(),
+        );
+    }
+    roots.roots.extend(options.extra_roots.roots.iter().cloned());
+    Ok(roots)
 }
 
 /// `--insecure`: accepts any certificate, still checks handshake signatures

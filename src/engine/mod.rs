@@ -205,7 +205,7 @@ pub fn run(
     observer: &mut dyn Observer,
 ) -> Result<RunResult, EngineError> {
     let tls = match target.tls {
-        true => Some(TlsSetup::new(target, plan.insecure, HTTP1_ALPN).map_err(EngineError::Setup)?),
+        true => Some(TlsSetup::new(target, &plan.tls, HTTP1_ALPN).map_err(EngineError::Setup)?),
         false => None,
     };
     let threads = plan.threads;

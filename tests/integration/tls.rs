@@ -1,24 +1,108 @@
-//! `https://` targets: a minimal TLS server (rustls, self-signed certificate
-//! from rcgen) on 127.0.0.1 answering every request with `ok`, to check that
-//! `--insecure` connects and that an untrusted certificate is a `tls` error.
+//! `https://` targets: a minimal TLS server (rustls, certificates from
+//! rcgen: self-signed, or issued by a test CA) on 127.0.0.1 answering every
+//! request with `ok`, to check verification (`--insecure`, `--cacert`) and
+//! its `tls` errors.
 
-use super::support::volley_json;
+use super::support::{stderr, summary, volley, volley_json};
+use rcgen::{CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-/// Starts the TLS server on its own thread; it lives until the test ends.
-fn tls_server() -> SocketAddr {
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A test CA, its certificate written to `ca.pem` in a temporary folder
+/// that lives as long as it does.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+/// A certificate the CA issued, with its key.
+struct Leaf {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        Pki { dir, ca }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+
+    /// The CA certificate's file, for `--cacert`.
+    fn ca_file(&self) -> String {
+        self.path("ca.pem")
+    }
+
+    /// Issues a certificate for `names`; with `file`, also writes it and
+    /// its key as `file.pem` and `file.key` (PKCS#8).
+    fn issue(&self, names: &[&str], usage: ExtendedKeyUsagePurpose, file: Option<&str>) -> Leaf {
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        if let Some(file) = file {
+            std::fs::write(self.path(&format!("{file}.pem")), cert.pem()).unwrap();
+            std::fs::write(self.path(&format!("{file}.key")), key.serialize_pem()).unwrap();
+        }
+        Leaf {
+            chain: vec![cert.der().clone()],
+            key: PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        }
+    }
+
+    /// A server certificate for `names`.
+    fn server_leaf(&self, names: &[&str]) -> Leaf {
+        self.issue(names, ExtendedKeyUsagePurpose::ServerAuth, None)
+    }
+}
+
+/// A server config presenting `leaf`, asking no client certificate.
+fn server_config(leaf: Leaf) -> rustls::ServerConfig {
+    rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(leaf.chain, leaf.key)
+        .unwrap()
+}
+
+/// A self-signed certificate for `localhost`: trusted by nobody.
+fn self_signed() -> Leaf {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
-    let config =
-        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.cert.der().clone()], key)
-            .unwrap();
+    Leaf {
+        chain: vec![cert.cert.der().clone()],
+        key: PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap(),
+    }
+}
+
+/// A running test server.
+struct Server {
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn port(&self) -> u16 {
+        self.addr.port()
+    }
+}
+
+/// Starts a TLS server on its own thread; it lives until the test ends.
+fn serve(config: rustls::ServerConfig) -> Server {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -47,9 +131,13 @@ fn tls_server() -> SocketAddr {
                         buf.extend_from_slice(&chunk[..n]);
                         // Answer each complete request head (no bodies are sent here).
                         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let close = String::from_utf8_lossy(&buf[..end])
+                                .to_ascii_lowercase()
+                                .contains("connection: close");
                             buf.drain(..end + 4);
                             let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-                            if tls.write_all(reply).await.is_err() {
+                            if tls.write_all(reply).await.is_err() || close {
+                                let _ = tls.shutdown().await;
                                 return;
                             }
                         }
@@ -58,36 +146,86 @@ fn tls_server() -> SocketAddr {
             }
         });
     });
-    addr
+    Server { addr }
+}
+
+/// `volley run` with a short timeout and `args`, its JSON report read back.
+fn run(args: &[&str]) -> (std::process::Output, serde_json::Value) {
+    let mut all = vec!["run", "--timeout", "5s"];
+    all.extend_from_slice(args);
+    volley_json(&all)
+}
+
+/// The `tls` errors of a run and their example message.
+fn tls_errors(report: &serde_json::Value) -> (u64, String) {
+    let s = summary(report);
+    let count = s["errors_by_kind"]["tls"].as_u64().unwrap_or(0);
+    let example = s["error_examples"]["tls"].as_str().unwrap_or("").to_string();
+    (count, example)
 }
 
 #[test]
 fn insecure_accepts_a_self_signed_certificate() {
-    let addr = tls_server();
-    let url = format!("https://localhost:{}/", addr.port());
-    let (out, report) = volley_json(&[
-        "run",
-        "-n",
-        "200",
-        "-c",
-        "4",
-        "--insecure",
-        "--timeout",
-        "5s",
-        &url,
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(report["runs"][0]["summary"]["ok"], 200);
+    let server = serve(server_config(self_signed()));
+    let url = format!("https://localhost:{}/", server.port());
+    let (out, report) = run(&["-n", "200", "-c", "4", "--insecure", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 200);
 }
 
 #[test]
 fn untrusted_certificate_is_a_tls_error() {
-    let addr = tls_server();
-    let url = format!("https://localhost:{}/", addr.port());
-    let (out, report) = volley_json(&["run", "-n", "5", "-c", "1", "--timeout", "5s", &url]);
-    let summary = &report["runs"][0]["summary"];
-    assert_eq!(summary["errors_by_kind"]["tls"], 5, "{summary}");
-    let example = summary["error_examples"]["tls"].as_str().unwrap();
+    let server = serve(server_config(self_signed()));
+    let url = format!("https://localhost:{}/", server.port());
+    let (out, report) = run(&["-n", "5", "-c", "1", &url]);
+    let (count, example) = tls_errors(&report);
+    assert_eq!(count, 5, "{}", summary(&report));
     assert!(example.to_lowercase().contains("certificate"), "{example}");
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn cacert_trusts_the_test_ca() {
+    let pki = Pki::new();
+    let server = serve(server_config(pki.server_leaf(&["localhost"])));
+    let url = format!("https://localhost:{}/", server.port());
+    let (out, report) = run(&["-n", "20", "-c", "2", "--cacert", &pki.ca_file(), &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 20, "{}", summary(&report));
+    assert_eq!(report["plan"]["cacert"], pki.ca_file());
+}
+
+#[test]
+fn bad_tls_files_are_one_line_usage_errors() {
+    let pki = Pki::new();
+    let not_pem = pki.path("not.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    let missing = pki.path("missing.pem");
+    for (args, expected) in [
+        (vec!["--cacert", missing.as_str()], "cannot read --cacert"),
+        (vec!["--cacert", not_pem.as_str()], "holds no PEM certificate"),
+    ] {
+        let mut all = vec!["run", "-n", "1"];
+        all.extend(args.iter().copied());
+        all.push("https://127.0.0.1:1/");
+        let out = volley(&all);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    let out = volley(&[
+        "run",
+        "-n",
+        "1",
+        "--cacert",
+        &pki.ca_file(),
+        "http://127.0.0.1:1/",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--cacert goes with https://"),
+        "{}",
+        stderr(&out)
+    );
 }
