@@ -106,6 +106,12 @@ pub struct RunArgs {
     /// Trust the CA certificates in this PEM file, besides the system's roots.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM, leaf first) for servers that ask for one; needs --key.
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
     /// Write the JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,

@@ -8,7 +8,8 @@ use crate::cli::RunArgs;
 use crate::target::Target;
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::sign::CertifiedKey;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +26,12 @@ pub struct TlsOptions {
     /// Its certificates, trusted besides the system's roots.
     #[serde(skip)]
     pub extra_roots: RootCertStore,
+    /// `--cert` and `--key` as given.
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    /// The client certificate chain and its key, for servers that ask.
+    #[serde(skip)]
+    pub identity: Option<Arc<CertifiedKey>>,
 }
 
 impl TlsOptions {
@@ -42,22 +49,46 @@ impl TlsOptions {
                 })?;
             }
         }
+        let identity = match (&args.cert, &args.key) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some(Arc::new(client_identity(cert, key)?)),
+            (Some(_), None) => {
+                return Err("--cert needs --key: the client certificate's private key (PEM)".to_string());
+            }
+            (None, Some(_)) => {
+                return Err("--key needs --cert: the client certificate (PEM) it belongs to".to_string());
+            }
+        };
+        let shown = |path: &Option<std::path::PathBuf>| path.as_ref().map(|p| p.display().to_string());
         Ok(TlsOptions {
             insecure: args.insecure,
-            cacert: args.cacert.as_ref().map(|p| p.display().to_string()),
+            cacert: shown(&args.cacert),
             extra_roots,
+            cert: shown(&args.cert),
+            key: shown(&args.key),
+            identity,
         })
     }
 
     /// The first flag given that means something only for `https://`.
     pub fn https_only_flag(&self) -> Option<&'static str> {
-        self.cacert.as_ref().map(|_| "--cacert")
+        [
+            (self.cacert.is_some(), "--cacert"),
+            (self.cert.is_some(), "--cert"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
     }
+}
+
+/// Reads a file a flag names.
+fn read_file(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {flag} '{}': {e}", path.display()))
 }
 
 /// Every certificate in a PEM file (at least one).
 fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("cannot read {flag} '{}': {e}", path.display()))?;
+    let pem = read_file(flag, path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("{flag} '{}' is not valid PEM: {e}", path.display()))?;
@@ -68,6 +99,33 @@ fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'stat
         ));
     }
     Ok(certs)
+}
+
+/// `--cert` and `--key`: the chain (leaf first) and a PKCS#8, PKCS#1 or
+/// SEC1 key, checked to belong together now rather than failing every
+/// handshake later.
+fn client_identity(cert: &Path, key: &Path) -> Result<CertifiedKey, String> {
+    let chain = read_certificates("--cert", cert)?;
+    let pem = read_file("--key", key)?;
+    let der = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => format!(
+            "--key '{}' holds no PEM private key (PKCS#8, PKCS#1 or SEC1)",
+            key.display()
+        ),
+        e => format!("--key '{}' is not valid PEM: {e}", key.display()),
+    })?;
+    CertifiedKey::from_der(chain, der, &provider()).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => format!(
+            "--key '{}' is not the private key of --cert '{}'",
+            key.display(),
+            cert.display()
+        ),
+        e => format!(
+            "cannot use --cert '{}' with --key '{}': {e}",
+            cert.display(),
+            key.display()
+        ),
+    })
 }
 
 /// The one crypto provider volley uses.
@@ -84,7 +142,7 @@ pub struct TlsSetup {
 
 impl TlsSetup {
     /// Verifies against the system's root certificates and `--cacert`
-    /// unless `insecure`. `alpn` lists the protocols offered, most preferred
+    /// unless `insecure`; offers the client certificate when asked. `alpn` lists the protocols offered, most preferred
     /// first (the protocol layer above knows what it speaks; this module
     /// does not).
     pub fn new(target: &Target, options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
@@ -92,15 +150,17 @@ impl TlsSetup {
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS setup failed: {e}"))?;
-        let mut config = if options.insecure {
+        let builder = if options.insecure {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-                .with_no_client_auth()
         } else {
-            builder
-                .with_root_certificates(trust_roots(options)?)
-                .with_no_client_auth()
+            builder.with_root_certificates(trust_roots(options)?)
+        };
+        let mut config = match &options.identity {
+            Some(identity) => builder
+                .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(identity.clone()))),
+            None => builder.with_no_client_auth(),
         };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         let server_name = ServerName::try_from(target.host.clone())

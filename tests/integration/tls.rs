@@ -69,6 +69,22 @@ impl Pki {
     fn server_leaf(&self, names: &[&str]) -> Leaf {
         self.issue(names, ExtendedKeyUsagePurpose::ServerAuth, None)
     }
+
+    /// A server config that requires a client certificate from this CA.
+    fn requiring_client_certs(&self, leaf: Leaf) -> rustls::ServerConfig {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.der().clone()).unwrap();
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .unwrap();
+        rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(leaf.chain, leaf.key)
+            .unwrap()
+    }
 }
 
 /// A server config presenting `leaf`, asking no client certificate.
@@ -196,14 +212,56 @@ fn cacert_trusts_the_test_ca() {
 }
 
 #[test]
+fn client_certificate_when_the_server_requires_one() {
+    let pki = Pki::new();
+    pki.issue(
+        &["volley client"],
+        ExtendedKeyUsagePurpose::ClientAuth,
+        Some("client"),
+    );
+    let server = serve(pki.requiring_client_certs(pki.server_leaf(&["localhost"])));
+    let url = format!("https://localhost:{}/", server.port());
+    let (cert, key) = (pki.path("client.pem"), pki.path("client.key"));
+    let ca = pki.ca_file();
+    let (out, report) = run(&[
+        "-n", "20", "-c", "2", "--cacert", &ca, "--cert", &cert, "--key", &key, &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 20, "{}", summary(&report));
+
+    let (out, report) = run(&["-n", "3", "-c", "1", "--cacert", &ca, &url]);
+    let (count, example) = tls_errors(&report);
+    assert_eq!(count, 3, "{}", summary(&report));
+    assert!(example.to_lowercase().contains("certificate"), "{example}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
 fn bad_tls_files_are_one_line_usage_errors() {
     let pki = Pki::new();
+    pki.issue(&["a"], ExtendedKeyUsagePurpose::ClientAuth, Some("a"));
+    pki.issue(&["b"], ExtendedKeyUsagePurpose::ClientAuth, Some("b"));
+    let (cert, key, other_key) = (pki.path("a.pem"), pki.path("a.key"), pki.path("b.key"));
     let not_pem = pki.path("not.pem");
     std::fs::write(&not_pem, "hello\n").unwrap();
     let missing = pki.path("missing.pem");
     for (args, expected) in [
         (vec!["--cacert", missing.as_str()], "cannot read --cacert"),
         (vec!["--cacert", not_pem.as_str()], "holds no PEM certificate"),
+        (vec!["--cert", cert.as_str()], "--cert needs --key"),
+        (vec!["--key", key.as_str()], "--key needs --cert"),
+        (
+            vec!["--cert", cert.as_str(), "--key", cert.as_str()],
+            "holds no PEM private key",
+        ),
+        (
+            vec!["--cert", key.as_str(), "--key", key.as_str()],
+            "holds no PEM certificate",
+        ),
+        (
+            vec!["--cert", cert.as_str(), "--key", other_key.as_str()],
+            "is not the private key of --cert",
+        ),
     ] {
         let mut all = vec!["run", "-n", "1"];
         all.extend(args.iter().copied());
