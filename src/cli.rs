@@ -112,6 +112,9 @@ pub struct RunArgs {
     /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
+    /// The TLS server name to send and verify, instead of the URL's host.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
     /// Write the JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,

@@ -32,6 +32,10 @@ pub struct TlsOptions {
     /// The client certificate chain and its key, for servers that ask.
     #[serde(skip)]
     pub identity: Option<Arc<CertifiedKey>>,
+    /// `--sni`: the name sent and verified instead of the URL's host.
+    pub sni: Option<String>,
+    #[serde(skip)]
+    pub server_name: Option<ServerName<'static>>,
 }
 
 impl TlsOptions {
@@ -59,6 +63,14 @@ impl TlsOptions {
                 return Err("--key needs --cert: the client certificate (PEM) it belongs to".to_string());
             }
         };
+        let server_name = args
+            .sni
+            .as_ref()
+            .map(|name| {
+                ServerName::try_from(name.clone())
+                    .map_err(|_| format!("invalid --sni '{name}': not a DNS name or an IP address"))
+            })
+            .transpose()?;
         let shown = |path: &Option<std::path::PathBuf>| path.as_ref().map(|p| p.display().to_string());
         Ok(TlsOptions {
             insecure: args.insecure,
@@ -67,6 +79,8 @@ impl TlsOptions {
             cert: shown(&args.cert),
             key: shown(&args.key),
             identity,
+            sni: args.sni.clone(),
+            server_name,
         })
     }
 
@@ -75,6 +89,7 @@ impl TlsOptions {
         [
             (self.cacert.is_some(), "--cacert"),
             (self.cert.is_some(), "--cert"),
+            (self.sni.is_some(), "--sni"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
@@ -163,8 +178,11 @@ impl TlsSetup {
             None => builder.with_no_client_auth(),
         };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        let server_name = ServerName::try_from(target.host.clone())
-            .map_err(|e| format!("invalid TLS server name '{}': {e}", target.host))?;
+        let server_name = match &options.server_name {
+            Some(name) => name.clone(),
+            None => ServerName::try_from(target.host.clone())
+                .map_err(|e| format!("invalid TLS server name '{}': {e}", target.host))?,
+        };
         Ok(TlsSetup {
             connector: TlsConnector::from(Arc::new(config)),
             server_name,

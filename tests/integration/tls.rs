@@ -237,6 +237,47 @@ fn client_certificate_when_the_server_requires_one() {
 }
 
 #[test]
+fn sni_names_the_certificate_to_verify() {
+    let pki = Pki::new();
+    let server = serve(server_config(pki.server_leaf(&["volley.test"])));
+    let url = format!("https://127.0.0.1:{}/", server.port());
+    let ca = pki.ca_file();
+    let (out, report) = run(&[
+        "-n",
+        "10",
+        "-c",
+        "1",
+        "--cacert",
+        &ca,
+        "--sni",
+        "volley.test",
+        &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 10, "{}", summary(&report));
+    assert_eq!(report["plan"]["sni"], "volley.test");
+
+    let (out, report) = run(&[
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "--cacert",
+        &ca,
+        "--sni",
+        "wrong.example",
+        &url,
+    ]);
+    let (count, example) = tls_errors(&report);
+    assert_eq!(count, 3, "{}", summary(&report));
+    assert!(
+        example.contains("not valid for name \"wrong.example\""),
+        "{example}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
 fn bad_tls_files_are_one_line_usage_errors() {
     let pki = Pki::new();
     pki.issue(&["a"], ExtendedKeyUsagePurpose::ClientAuth, Some("a"));
@@ -262,6 +303,7 @@ fn bad_tls_files_are_one_line_usage_errors() {
             vec!["--cert", cert.as_str(), "--key", other_key.as_str()],
             "is not the private key of --cert",
         ),
+        (vec!["--sni", "not a name"], "invalid --sni 'not a name'"),
     ] {
         let mut all = vec!["run", "-n", "1"];
         all.extend(args.iter().copied());
