@@ -93,6 +93,10 @@ pub struct RunArgs {
     /// Timeout for opening a connection (and its TLS handshake).
     #[arg(long, default_value = "10s")]
     pub connect_timeout: String,
+    /// Open connections to HOST:PORT instead of the URL's address; the Host
+    /// header and the TLS server name stay the URL's.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect_to: Option<String>,
     /// A new connection for every request (sends Connection: close).
     #[arg(long)]
     pub no_keepalive: bool,

@@ -187,6 +187,8 @@ pub struct Plan {
     pub timeout: Duration,
     #[serde(rename = "connect_timeout_s", serialize_with = "secs")]
     pub connect_timeout: Duration,
+    /// `--connect-to` as given (the targets' addresses are its).
+    pub connect_to: Option<String>,
     pub keepalive: bool,
     /// Requests written at once per connection (1: no pipelining).
     pub pipeline: u32,
@@ -272,10 +274,19 @@ impl Plan {
         if args.urls.is_empty() {
             return Err(invalid("no URL given: volley run http://127.0.0.1:3000/"));
         }
+        let connect_to = args
+            .connect_to
+            .as_deref()
+            .map(crate::target::resolve_connect_to)
+            .transpose()
+            .map_err(invalid)?;
         let mut targets = Vec::with_capacity(args.urls.len());
         for url in &args.urls {
             let mut target = Target::parse(url)?;
-            target.resolve()?;
+            match &connect_to {
+                Some(addrs) => target.addrs = addrs.clone(),
+                None => target.resolve()?,
+            }
             targets.push(target);
         }
         let stages = args
@@ -452,6 +463,7 @@ impl Plan {
             success,
             timeout,
             connect_timeout,
+            connect_to: args.connect_to.clone(),
             keepalive: !args.no_keepalive,
             pipeline: args.pipeline,
             tls,

@@ -278,7 +278,30 @@ fn sni_names_the_certificate_to_verify() {
 }
 
 #[test]
-fn bad_tls_files_are_one_line_usage_errors() {
+fn connect_to_keeps_the_urls_name() {
+    let pki = Pki::new();
+    let server = serve(server_config(pki.server_leaf(&["volley.test"])));
+    // volley.test does not resolve, and nothing listens on port 1.
+    let to = format!("127.0.0.1:{}", server.port());
+    let ca = pki.ca_file();
+    let (out, report) = run(&[
+        "-n",
+        "10",
+        "-c",
+        "2",
+        "--connect-to",
+        &to,
+        "--cacert",
+        &ca,
+        "https://volley.test:1/",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 10, "{}", summary(&report));
+    assert_eq!(report["plan"]["connect_to"], to);
+}
+
+#[test]
+fn bad_tls_or_connect_flags_are_one_line_usage_errors() {
     let pki = Pki::new();
     pki.issue(&["a"], ExtendedKeyUsagePurpose::ClientAuth, Some("a"));
     pki.issue(&["b"], ExtendedKeyUsagePurpose::ClientAuth, Some("b"));
@@ -304,6 +327,10 @@ fn bad_tls_files_are_one_line_usage_errors() {
             "is not the private key of --cert",
         ),
         (vec!["--sni", "not a name"], "invalid --sni 'not a name'"),
+        (
+            vec!["--connect-to", "127.0.0.1"],
+            "invalid --connect-to '127.0.0.1': use HOST:PORT",
+        ),
     ] {
         let mut all = vec!["run", "-n", "1"];
         all.extend(args.iter().copied());
