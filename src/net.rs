@@ -73,9 +73,10 @@ impl Connector {
         }
     }
 
-    /// Connects (and handshakes, for TLS) within the connect timeout.
+    /// Connects and handshakes (for TLS), both within the one connect timeout.
     pub async fn connect(&self) -> Result<Stream, RequestError> {
-        let tcp = match tokio::time::timeout(self.connect_timeout, self.connect_tcp()).await {
+        let deadline = tokio::time::Instant::now() + self.connect_timeout;
+        let tcp = match tokio::time::timeout_at(deadline, self.connect_tcp()).await {
             Ok(result) => result?,
             Err(_) => {
                 return Err(RequestError::new(
@@ -86,12 +87,16 @@ impl Connector {
         };
         // Requests are small and latency matters more than segment count.
         let _ = tcp.set_nodelay(true);
-        match &self.tls {
-            None => Ok(Stream::Plain(tcp)),
-            Some(tls) => match tls.handshake(tcp).await {
-                Ok(stream) => Ok(Stream::Tls(Box::new(stream))),
-                Err(err) => Err(RequestError::io(ErrorKind::Tls, err)),
-            },
+        let Some(tls) = &self.tls else {
+            return Ok(Stream::Plain(tcp));
+        };
+        match tokio::time::timeout_at(deadline, tls.handshake(tcp)).await {
+            Ok(Ok(stream)) => Ok(Stream::Tls(Box::new(stream))),
+            Ok(Err(err)) => Err(RequestError::io(ErrorKind::Tls, err)),
+            Err(_) => Err(RequestError::new(
+                ErrorKind::Tls,
+                ErrorDetail::HandshakeTimeout(self.connect_timeout),
+            )),
         }
     }
 

@@ -80,6 +80,8 @@ pub enum ErrorDetail {
     Status(u16),
     Timeout(std::time::Duration),
     ConnectTimeout(std::time::Duration),
+    /// The TLS handshake outlasted what the connect timeout left of it.
+    HandshakeTimeout(std::time::Duration),
     /// A message built when the error happened (scenario checks, rare).
     Text(String),
 }
@@ -121,6 +123,12 @@ impl RequestError {
             ErrorDetail::ConnectTimeout(d) => {
                 format!(
                     "connection not established within {}",
+                    humantime::format_duration(*d)
+                )
+            }
+            ErrorDetail::HandshakeTimeout(d) => {
+                format!(
+                    "TLS handshake not finished within {} of connecting (--connect-timeout)",
                     humantime::format_duration(*d)
                 )
             }

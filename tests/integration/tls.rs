@@ -301,6 +301,42 @@ fn connect_to_keeps_the_urls_name() {
 }
 
 #[test]
+fn connect_timeout_bounds_the_handshake() {
+    // Accepts connections and never says a word.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for tcp in listener.incoming() {
+            held.push(tcp);
+        }
+    });
+    let url = format!("https://127.0.0.1:{port}/");
+    let started = std::time::Instant::now();
+    let (_, report) = run(&[
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--insecure",
+        "--connect-timeout",
+        "300ms",
+        &url,
+    ]);
+    let (count, example) = tls_errors(&report);
+    assert_eq!(count, 2, "{}", summary(&report));
+    assert!(
+        example.contains("TLS handshake not finished within 300ms"),
+        "{example}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn bad_tls_or_connect_flags_are_one_line_usage_errors() {
     let pki = Pki::new();
     pki.issue(&["a"], ExtendedKeyUsagePurpose::ClientAuth, Some("a"));
