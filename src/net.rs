@@ -1,15 +1,16 @@
 //! Opening connections: TCP with a connect timeout, optionally wrapped in
 //! TLS as configured by [`crate::tls::TlsSetup`].
 
+use crate::recorder::Recorder;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use crate::target::Target;
 use crate::tls::TlsSetup;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -73,8 +74,11 @@ impl Connector {
         }
     }
 
-    /// Connects and handshakes (for TLS), both within the one connect timeout.
-    pub async fn connect(&self) -> Result<Stream, RequestError> {
+    /// Connects and handshakes (for TLS), both within the one connect
+    /// timeout; a finished handshake is recorded in `recorder` (this
+    /// worker's own: borrowed only after the handshake, never across an
+    /// await).
+    pub async fn connect(&self, recorder: &RefCell<Recorder>) -> Result<Stream, RequestError> {
         let deadline = tokio::time::Instant::now() + self.connect_timeout;
         let tcp = match tokio::time::timeout_at(deadline, self.connect_tcp()).await {
             Ok(result) => result?,
@@ -90,8 +94,15 @@ impl Connector {
         let Some(tls) = &self.tls else {
             return Ok(Stream::Plain(tcp));
         };
+        let connected = Instant::now();
         match tokio::time::timeout_at(deadline, tls.handshake(tcp)).await {
-            Ok(Ok(stream)) => Ok(Stream::Tls(Box::new(stream))),
+            Ok(Ok(stream)) => {
+                let resumed = stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                recorder
+                    .borrow_mut()
+                    .record_handshake(connected.elapsed(), resumed);
+                Ok(Stream::Tls(Box::new(stream)))
+            }
             Ok(Err(err)) => Err(RequestError::io(ErrorKind::Tls, err)),
             Err(_) => Err(RequestError::new(
                 ErrorKind::Tls,

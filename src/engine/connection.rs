@@ -108,7 +108,7 @@ async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: Slot, feed: &F
 async fn connect_and_write(ctx: &WorkerCtx, slot: &mut Slot, bytes: &[u8]) -> Result<(), RequestError> {
     if slot.busy || slot.stream.is_none() {
         slot.stream = None;
-        slot.stream = Some(ctx.connector.connect().await?);
+        slot.stream = Some(ctx.connector.connect(&ctx.recorder).await?);
         slot.reader.clear();
     }
     slot.busy = true;

@@ -3,10 +3,11 @@
 //! request with `ok`, to check verification (`--insecure`, `--cacert`) and
 //! its `tls` errors.
 
-use super::support::{stderr, summary, volley, volley_json};
+use super::support::{schema_violations, stderr, stdout, summary, target, volley, volley_json};
 use rcgen::{CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -106,14 +107,19 @@ fn self_signed() -> Leaf {
     }
 }
 
-/// A running test server.
+/// A running test server: its address and how many connections it accepted.
 struct Server {
     addr: SocketAddr,
+    accepted: Arc<AtomicU64>,
 }
 
 impl Server {
     fn port(&self) -> u16 {
         self.addr.port()
+    }
+
+    fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
     }
 }
 
@@ -123,6 +129,8 @@ fn serve(config: rustls::ServerConfig) -> Server {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let counter = accepted.clone();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -132,6 +140,10 @@ fn serve(config: rustls::ServerConfig) -> Server {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             loop {
                 let (tcp, _) = listener.accept().await.unwrap();
+                counter.fetch_add(1, Ordering::SeqCst);
+                // Else Nagle holds a response behind the unacknowledged
+                // session tickets until the client's delayed ACK (40 ms).
+                let _ = tcp.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(tcp).await else {
@@ -162,7 +174,7 @@ fn serve(config: rustls::ServerConfig) -> Server {
             }
         });
     });
-    Server { addr }
+    Server { addr, accepted }
 }
 
 /// `volley run` with a short timeout and `args`, its JSON report read back.
@@ -298,6 +310,70 @@ fn connect_to_keeps_the_urls_name() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(summary(&report)["ok"], 10, "{}", summary(&report));
     assert_eq!(report["plan"]["connect_to"], to);
+}
+
+#[test]
+fn handshakes_are_timed_and_resumed_by_default() {
+    let pki = Pki::new();
+    let server = serve(server_config(pki.server_leaf(&["localhost"])));
+    let url = format!("https://localhost:{}/", server.port());
+    let (out, report) = run(&[
+        "-n",
+        "50",
+        "-c",
+        "2",
+        "--no-keepalive",
+        "--cacert",
+        &pki.ca_file(),
+        &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let problems = schema_violations(&report);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let tls = &summary(&report)["tls"];
+    assert_eq!(summary(&report)["ok"], 50, "{}", summary(&report));
+    assert_eq!(tls["handshakes"], 50, "one per connection: {tls}");
+    assert_eq!(server.accepted(), 50, "a new connection per request");
+    let resumed = tls["resumed"].as_u64().unwrap();
+    assert!(
+        resumed > 0 && resumed < 50,
+        "the first cannot resume, later ones do: {tls}"
+    );
+    let ms = &tls["handshake_ms"];
+    assert!(
+        ms["max"].as_f64().unwrap() >= ms["p50"].as_f64().unwrap() && ms["p50"].as_f64().unwrap() > 0.0,
+        "{ms}"
+    );
+
+    let text = stdout(&volley(&[
+        "run",
+        "-q",
+        "-n",
+        "5",
+        "-c",
+        "1",
+        "--cacert",
+        &pki.ca_file(),
+        &url,
+    ]));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("TLS handshakes 1 (0 resumed)"));
+    assert!(
+        line.is_some_and(|l| l.contains("  mean ") && l.contains(" ms  p99 ")),
+        "{text}"
+    );
+    let http = target();
+    let plain = stdout(&volley(&[
+        "run",
+        "-q",
+        "-n",
+        "5",
+        "-c",
+        "1",
+        &super::support::url(&http, "/hi"),
+    ]));
+    assert!(!plain.contains("TLS"), "no handshakes, no line: {plain}");
 }
 
 #[test]
