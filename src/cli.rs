@@ -119,6 +119,9 @@ pub struct RunArgs {
     /// The TLS server name to send and verify, instead of the URL's host.
     #[arg(long, value_name = "NAME")]
     pub sni: Option<String>,
+    /// A full TLS handshake on every new connection: no session resumption.
+    #[arg(long)]
+    pub no_tls_resume: bool,
     /// Write the JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,

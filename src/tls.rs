@@ -36,6 +36,9 @@ pub struct TlsOptions {
     pub sni: Option<String>,
     #[serde(skip)]
     pub server_name: Option<ServerName<'static>>,
+    /// Resume sessions on new connections (off: `--no-tls-resume`).
+    #[serde(rename = "tls_resume")]
+    pub resume: bool,
 }
 
 impl TlsOptions {
@@ -81,6 +84,7 @@ impl TlsOptions {
             identity,
             sni: args.sni.clone(),
             server_name,
+            resume: !args.no_tls_resume,
         })
     }
 
@@ -178,6 +182,14 @@ impl TlsSetup {
             None => builder.with_no_client_auth(),
         };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        // The session cache lives in the config, which every worker shares,
+        // so a connection resumes any worker's earlier session, as a pool of
+        // clients of one program would. Without it every handshake is full.
+        config.resumption = if options.resume {
+            rustls::client::Resumption::in_memory_sessions(256)
+        } else {
+            rustls::client::Resumption::disabled()
+        };
         let server_name = match &options.server_name {
             Some(name) => name.clone(),
             None => ServerName::try_from(target.host.clone())

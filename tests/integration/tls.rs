@@ -377,6 +377,34 @@ fn handshakes_are_timed_and_resumed_by_default() {
 }
 
 #[test]
+fn no_tls_resume_makes_every_handshake_full() {
+    let pki = Pki::new();
+    let server = serve(server_config(pki.server_leaf(&["localhost"])));
+    let url = format!("https://localhost:{}/", server.port());
+    let ca = pki.ca_file();
+    let (out, report) = run(&[
+        "-n",
+        "50",
+        "-c",
+        "2",
+        "--no-keepalive",
+        "--no-tls-resume",
+        "--cacert",
+        &ca,
+        &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tls = &summary(&report)["tls"];
+    assert_eq!(
+        (tls["handshakes"].as_u64(), tls["resumed"].as_u64()),
+        (Some(50), Some(0)),
+        "{tls}"
+    );
+    assert_eq!(server.accepted(), 50);
+    assert_eq!(report["plan"]["tls_resume"], false);
+}
+
+#[test]
 fn connect_timeout_bounds_the_handshake() {
     // Accepts connections and never says a word.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
