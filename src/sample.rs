@@ -113,7 +113,10 @@ impl RequestError {
     /// One line describing the failure, for the report's example column.
     pub fn message(&self) -> String {
         match &self.detail {
-            ErrorDetail::Io(e) => e.to_string(),
+            ErrorDetail::Io(e) => match rustls_error(e) {
+                Some(tls) => crate::tls::describe(tls),
+                None => e.to_string(),
+            },
             ErrorDetail::Static(s) => (*s).to_string(),
             ErrorDetail::Status(code) => format!("unexpected status {code}"),
             ErrorDetail::Timeout(d) => {
@@ -139,8 +142,12 @@ impl RequestError {
 /// rustls reports its failures as `InvalidData` I/O errors wrapping a
 /// `rustls::Error`; anything else with that kind is a framing problem.
 fn is_tls_error(err: &std::io::Error) -> bool {
-    err.get_ref()
-        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+    rustls_error(err).is_some()
+}
+
+/// The `rustls::Error` an I/O error wraps, if any.
+fn rustls_error(err: &std::io::Error) -> Option<&rustls::Error> {
+    err.get_ref()?.downcast_ref::<rustls::Error>()
 }
 
 /// What one request produced.

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+mod errors;
 mod insecure;
+pub use errors::describe;
 use insecure::AcceptAnyCertificate;
 
 /// The TLS flags of a plan, resolved. The report shows the files by name.
