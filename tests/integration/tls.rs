@@ -3,8 +3,11 @@
 //! request with `ok`, to check verification (`--insecure`, `--cacert`) and
 //! its `tls` errors.
 
-use super::support::{schema_violations, stderr, stdout, summary, target, volley, volley_json};
+use super::support::{
+    schema_violations, stderr, stdout, summary, target, url as url_of, volley, volley_json,
+};
 use rcgen::{CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,6 +101,13 @@ fn server_config(leaf: Leaf) -> rustls::ServerConfig {
         .unwrap()
 }
 
+/// A server presenting a certificate for `names` from a fresh test CA.
+fn issued_server(names: &[&str]) -> (Pki, Server) {
+    let pki = Pki::new();
+    let server = serve(server_config(pki.server_leaf(names)));
+    (pki, server)
+}
+
 /// A self-signed certificate for `localhost`: trusted by nobody.
 fn self_signed() -> Leaf {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
@@ -177,52 +187,58 @@ fn serve(config: rustls::ServerConfig) -> Server {
     Server { addr, accepted }
 }
 
-/// `volley run` with a short timeout and `args`, its JSON report read back.
-fn run(args: &[&str]) -> (std::process::Output, serde_json::Value) {
-    let mut all = vec!["run", "--timeout", "5s"];
+/// `volley run -n requests` with a short timeout and `args`, its JSON
+/// report read back.
+fn run(requests: u64, args: &[&str]) -> (std::process::Output, Value) {
+    let n = requests.to_string();
+    let mut all = vec!["run", "--timeout", "5s", "-n", &n];
     all.extend_from_slice(args);
     volley_json(&all)
 }
 
-/// The `tls` errors of a run and their example message.
-fn tls_errors(report: &serde_json::Value) -> (u64, String) {
-    let s = summary(report);
-    let count = s["errors_by_kind"]["tls"].as_u64().unwrap_or(0);
-    let example = s["error_examples"]["tls"].as_str().unwrap_or("").to_string();
-    (count, example)
+/// A run in which every request succeeded; its report.
+fn all_ok(requests: u64, args: &[&str]) -> Value {
+    let (out, report) = run(requests, args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], requests, "{}", summary(&report));
+    report
+}
+
+/// A run in which every request failed as `tls`; the example message.
+fn all_tls_errors(requests: u64, args: &[&str]) -> String {
+    let (out, report) = run(requests, args);
+    let s = summary(&report);
+    assert_eq!(s["errors_by_kind"]["tls"], requests, "{s}");
+    assert_eq!(out.status.code(), Some(1), "nothing succeeded");
+    s["error_examples"]["tls"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]
 fn insecure_accepts_a_self_signed_certificate() {
     let server = serve(server_config(self_signed()));
     let url = format!("https://localhost:{}/", server.port());
-    let (out, report) = run(&["-n", "200", "-c", "4", "--insecure", &url]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(summary(&report)["ok"], 200);
+    all_ok(200, &["-c", "4", "--insecure", &url]);
 }
 
 #[test]
 fn untrusted_certificate_is_a_tls_error() {
     let server = serve(server_config(self_signed()));
     let url = format!("https://localhost:{}/", server.port());
-    let (out, report) = run(&["-n", "5", "-c", "1", &url]);
-    let (count, example) = tls_errors(&report);
-    assert_eq!(count, 5, "{}", summary(&report));
+    let example = all_tls_errors(5, &["-c", "1", &url]);
     assert!(
         example.starts_with("certificate signed by an unknown issuer"),
         "{example}"
     );
-    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]
 fn cacert_trusts_the_test_ca() {
-    let pki = Pki::new();
-    let server = serve(server_config(pki.server_leaf(&["localhost"])));
+    let (pki, server) = issued_server(&["localhost"]);
     let url = format!("https://localhost:{}/", server.port());
-    let (out, report) = run(&["-n", "20", "-c", "2", "--cacert", &pki.ca_file(), &url]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(summary(&report)["ok"], 20, "{}", summary(&report));
+    let report = all_ok(20, &["-c", "2", "--cacert", &pki.ca_file(), &url]);
     assert_eq!(report["plan"]["cacert"], pki.ca_file());
 }
 
@@ -236,105 +252,57 @@ fn client_certificate_when_the_server_requires_one() {
     );
     let server = serve(pki.requiring_client_certs(pki.server_leaf(&["localhost"])));
     let url = format!("https://localhost:{}/", server.port());
-    let (cert, key) = (pki.path("client.pem"), pki.path("client.key"));
-    let ca = pki.ca_file();
-    let (out, report) = run(&[
-        "-n", "20", "-c", "2", "--cacert", &ca, "--cert", &cert, "--key", &key, &url,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(summary(&report)["ok"], 20, "{}", summary(&report));
-
-    let (out, report) = run(&["-n", "3", "-c", "1", "--cacert", &ca, &url]);
-    let (count, example) = tls_errors(&report);
-    assert_eq!(count, 3, "{}", summary(&report));
+    let (cert, key, ca) = (pki.path("client.pem"), pki.path("client.key"), pki.ca_file());
+    all_ok(
+        20,
+        &["-c", "2", "--cacert", &ca, "--cert", &cert, "--key", &key, &url],
+    );
+    let example = all_tls_errors(3, &["-c", "1", "--cacert", &ca, &url]);
     assert!(example.contains("requires a client certificate"), "{example}");
-    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]
 fn sni_names_the_certificate_to_verify() {
-    let pki = Pki::new();
-    let server = serve(server_config(pki.server_leaf(&["volley.test"])));
+    let (pki, server) = issued_server(&["volley.test"]);
     let url = format!("https://127.0.0.1:{}/", server.port());
     let ca = pki.ca_file();
-    let (out, report) = run(&[
-        "-n",
-        "10",
-        "-c",
-        "1",
-        "--cacert",
-        &ca,
-        "--sni",
-        "volley.test",
-        &url,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(summary(&report)["ok"], 10, "{}", summary(&report));
+    let report = all_ok(10, &["-c", "1", "--cacert", &ca, "--sni", "volley.test", &url]);
     assert_eq!(report["plan"]["sni"], "volley.test");
-
-    let (out, report) = run(&[
-        "-n",
-        "3",
-        "-c",
-        "1",
-        "--cacert",
-        &ca,
-        "--sni",
-        "wrong.example",
-        &url,
-    ]);
-    let (count, example) = tls_errors(&report);
-    assert_eq!(count, 3, "{}", summary(&report));
-    assert!(
-        example.starts_with("certificate not valid for name \"wrong.example\": it is for \"volley.test\""),
-        "{example}"
-    );
-    assert_eq!(out.status.code(), Some(1));
+    let example = all_tls_errors(3, &["-c", "1", "--cacert", &ca, "--sni", "wrong.example", &url]);
+    let expected = "certificate not valid for name \"wrong.example\": it is for \"volley.test\"";
+    assert!(example.starts_with(expected), "{example}");
 }
 
 #[test]
 fn connect_to_keeps_the_urls_name() {
-    let pki = Pki::new();
-    let server = serve(server_config(pki.server_leaf(&["volley.test"])));
+    let (pki, server) = issued_server(&["volley.test"]);
     // volley.test does not resolve, and nothing listens on port 1.
     let to = format!("127.0.0.1:{}", server.port());
     let ca = pki.ca_file();
-    let (out, report) = run(&[
-        "-n",
-        "10",
-        "-c",
-        "2",
-        "--connect-to",
-        &to,
-        "--cacert",
-        &ca,
-        "https://volley.test:1/",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(summary(&report)["ok"], 10, "{}", summary(&report));
+    let report = all_ok(
+        10,
+        &[
+            "-c",
+            "2",
+            "--connect-to",
+            &to,
+            "--cacert",
+            &ca,
+            "https://volley.test:1/",
+        ],
+    );
     assert_eq!(report["plan"]["connect_to"], to);
 }
 
 #[test]
 fn handshakes_are_timed_and_resumed_by_default() {
-    let pki = Pki::new();
-    let server = serve(server_config(pki.server_leaf(&["localhost"])));
+    let (pki, server) = issued_server(&["localhost"]);
     let url = format!("https://localhost:{}/", server.port());
-    let (out, report) = run(&[
-        "-n",
-        "50",
-        "-c",
-        "2",
-        "--no-keepalive",
-        "--cacert",
-        &pki.ca_file(),
-        &url,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let ca = pki.ca_file();
+    let report = all_ok(50, &["-c", "2", "--no-keepalive", "--cacert", &ca, &url]);
     let problems = schema_violations(&report);
     assert!(problems.is_empty(), "{problems:#?}");
     let tls = &summary(&report)["tls"];
-    assert_eq!(summary(&report)["ok"], 50, "{}", summary(&report));
     assert_eq!(tls["handshakes"], 50, "one per connection: {tls}");
     assert_eq!(server.accepted(), 50, "a new connection per request");
     let resumed = tls["resumed"].as_u64().unwrap();
@@ -342,22 +310,14 @@ fn handshakes_are_timed_and_resumed_by_default() {
         resumed > 0 && resumed < 50,
         "the first cannot resume, later ones do: {tls}"
     );
-    let ms = &tls["handshake_ms"];
-    assert!(
-        ms["max"].as_f64().unwrap() >= ms["p50"].as_f64().unwrap() && ms["p50"].as_f64().unwrap() > 0.0,
-        "{ms}"
+    let (p50, max) = (
+        tls["handshake_ms"]["p50"].as_f64().unwrap(),
+        tls["handshake_ms"]["max"].as_f64().unwrap(),
     );
+    assert!(p50 > 0.0 && max >= p50, "{tls}");
 
     let text = stdout(&volley(&[
-        "run",
-        "-q",
-        "-n",
-        "5",
-        "-c",
-        "1",
-        "--cacert",
-        &pki.ca_file(),
-        &url,
+        "run", "-q", "-n", "5", "-c", "1", "--cacert", &ca, &url,
     ]));
     let line = text
         .lines()
@@ -374,29 +334,28 @@ fn handshakes_are_timed_and_resumed_by_default() {
         "5",
         "-c",
         "1",
-        &super::support::url(&http, "/hi"),
+        &url_of(&http, "/hi"),
     ]));
     assert!(!plain.contains("TLS"), "no handshakes, no line: {plain}");
 }
 
 #[test]
 fn no_tls_resume_makes_every_handshake_full() {
-    let pki = Pki::new();
-    let server = serve(server_config(pki.server_leaf(&["localhost"])));
+    let (pki, server) = issued_server(&["localhost"]);
     let url = format!("https://localhost:{}/", server.port());
     let ca = pki.ca_file();
-    let (out, report) = run(&[
-        "-n",
-        "50",
-        "-c",
-        "2",
-        "--no-keepalive",
-        "--no-tls-resume",
-        "--cacert",
-        &ca,
-        &url,
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let report = all_ok(
+        50,
+        &[
+            "-c",
+            "2",
+            "--no-keepalive",
+            "--no-tls-resume",
+            "--cacert",
+            &ca,
+            &url,
+        ],
+    );
     let tls = &summary(&report)["tls"];
     assert_eq!(
         (tls["handshakes"].as_u64(), tls["resumed"].as_u64()),
@@ -420,18 +379,7 @@ fn connect_timeout_bounds_the_handshake() {
     });
     let url = format!("https://127.0.0.1:{port}/");
     let started = std::time::Instant::now();
-    let (_, report) = run(&[
-        "-n",
-        "2",
-        "-c",
-        "1",
-        "--insecure",
-        "--connect-timeout",
-        "300ms",
-        &url,
-    ]);
-    let (count, example) = tls_errors(&report);
-    assert_eq!(count, 2, "{}", summary(&report));
+    let example = all_tls_errors(2, &["-c", "1", "--insecure", "--connect-timeout", "300ms", &url]);
     assert!(
         example.contains("TLS handshake not finished within 300ms"),
         "{example}"
