@@ -133,7 +133,7 @@ fn client_identity(cert: &Path, key: &Path) -> Result<CertifiedKey, String> {
     let pem = read_file("--key", key)?;
     let der = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
         rustls::pki_types::pem::Error::NoItemsFound => format!(
-            "--key '{}' holds no PEM private key (PKCS#8, PKCS#1 or SEC1)",
+            "--key '{}' holds no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1)",
             key.display()
         ),
         e => format!("--key '{}' is not valid PEM: {e}", key.display()),
@@ -166,9 +166,9 @@ pub struct TlsSetup {
 
 impl TlsSetup {
     /// Verifies against the system's root certificates and `--cacert`
-    /// unless `insecure`; offers the client certificate when asked. `alpn` lists the protocols offered, most preferred
-    /// first (the protocol layer above knows what it speaks; this module
-    /// does not).
+    /// unless `insecure`, and offers the client certificate when asked.
+    /// `alpn` lists the protocols offered, most preferred first (the
+    /// protocol layer above knows what it speaks; this module does not).
     pub fn new(target: &Target, options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
         let provider = provider();
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -228,3 +228,4 @@ fn trust_roots(options: &TlsOptions) -> Result<RootCertStore, String> {
     roots.roots.extend(options.extra_roots.roots.iter().cloned());
     Ok(roots)
 }
+

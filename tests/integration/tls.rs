@@ -407,7 +407,7 @@ fn bad_tls_or_connect_flags_are_one_line_usage_errors() {
         (vec!["--key", key.as_str()], "--key needs --cert"),
         (
             vec!["--cert", cert.as_str(), "--key", cert.as_str()],
-            "holds no PEM private key",
+            "holds no unencrypted PEM private key",
         ),
         (
             vec!["--cert", key.as_str(), "--key", key.as_str()],
