@@ -229,3 +229,27 @@ fn trust_roots(options: &TlsOptions) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/tls")
+            .join(name)
+    }
+
+    #[test]
+    fn client_keys_in_sec1_and_pkcs1_load() {
+        for name in ["sec1", "pkcs1"] {
+            let identity =
+                client_identity(&fixture(&format!("{name}.pem")), &fixture(&format!("{name}.key")));
+            assert!(identity.is_ok(), "{name}: {:?}", identity.err());
+        }
+        let mismatch = client_identity(&fixture("sec1.pem"), &fixture("pkcs1.key")).unwrap_err();
+        assert!(
+            mismatch.contains("is not the private key of --cert"),
+            "{mismatch}"
+        );
+    }
+}
