@@ -23,6 +23,15 @@ pub fn describe(err: &Error) -> String {
                 names(presented)
             )
         }
+        // What `openssl req -x509` makes by default (CA:TRUE); webpki's
+        // reason reaches us only as the text of rustls' catch-all.
+        Error::InvalidCertificate(CertificateError::Other(other))
+            if other.to_string() == "CaUsedAsEndEntity" =>
+        {
+            "the server's certificate is a CA certificate (a self-signed test certificate?): \
+             pass --insecure, or serve one its CA issued and pass --cacert"
+                .to_string()
+        }
         Error::InvalidCertificate(CertificateError::NotValidForName) => {
             "certificate not valid for the server's name (--sni sets the name to check)".to_string()
         }

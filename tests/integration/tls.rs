@@ -117,6 +117,18 @@ fn self_signed() -> Leaf {
     }
 }
 
+/// A self-signed CA certificate for `localhost`, as `openssl req -x509`
+/// makes by default.
+fn self_signed_ca() -> Leaf {
+    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().unwrap();
+    Leaf {
+        chain: vec![params.self_signed(&key).unwrap().der().clone()],
+        key: PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+    }
+}
+
 /// A running test server: its address and how many connections it accepted.
 struct Server {
     addr: SocketAddr,
@@ -230,6 +242,17 @@ fn untrusted_certificate_is_a_tls_error() {
     let example = all_tls_errors(5, &["-c", "1", &url]);
     assert!(
         example.starts_with("certificate signed by an unknown issuer"),
+        "{example}"
+    );
+}
+
+#[test]
+fn a_ca_certificate_as_the_servers_is_a_tls_error() {
+    let server = serve(server_config(self_signed_ca()));
+    let url = format!("https://localhost:{}/", server.port());
+    let example = all_tls_errors(2, &["-c", "1", &url]);
+    assert!(
+        example.starts_with("the server's certificate is a CA certificate"),
         "{example}"
     );
 }
