@@ -93,6 +93,10 @@ pub struct RunArgs {
     /// Timeout for opening a connection (and its TLS handshake).
     #[arg(long, default_value = "10s")]
     pub connect_timeout: String,
+    /// Open connections to HOST:PORT instead of the URL's address; the Host
+    /// header and the TLS server name stay the URL's.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect_to: Option<String>,
     /// A new connection for every request (sends Connection: close).
     #[arg(long)]
     pub no_keepalive: bool,
@@ -115,6 +119,21 @@ pub struct RunArgs {
     /// 1000 requests in flight over 10 connections.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub streams: usize,
+    /// Trust the CA certificates in this PEM file, besides the system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM, leaf first) for servers that ask for one; needs --key.
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// The TLS server name to send and verify, instead of the URL's host.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+    /// A full TLS handshake on every new connection: no session resumption.
+    #[arg(long)]
+    pub no_tls_resume: bool,
     /// Write the JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,

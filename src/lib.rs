@@ -27,3 +27,4 @@ pub mod step;
 pub mod sys;
 pub mod target;
 pub mod thresholds;
+pub mod tls;

@@ -197,10 +197,14 @@ pub struct Plan {
     pub timeout: Duration,
     #[serde(rename = "connect_timeout_s", serialize_with = "secs")]
     pub connect_timeout: Duration,
+    /// `--connect-to` as given (the targets' addresses are its).
+    pub connect_to: Option<String>,
     pub keepalive: bool,
     /// Requests written at once per connection (1: no pipelining).
     pub pipeline: u32,
-    pub insecure: bool,
+    /// `--insecure`, `--cacert`...: in the report as top-level plan keys.
+    #[serde(flatten)]
+    pub tls: crate::tls::TlsOptions,
     /// The HTTP version asked for.
     pub http: HttpVersion,
     /// HTTP/2 streams in flight per connection.
@@ -284,10 +288,19 @@ impl Plan {
         if args.urls.is_empty() {
             return Err(invalid("no URL given: volley run http://127.0.0.1:3000/"));
         }
+        let connect_to = args
+            .connect_to
+            .as_deref()
+            .map(crate::target::resolve_connect_to)
+            .transpose()
+            .map_err(invalid)?;
         let mut targets = Vec::with_capacity(args.urls.len());
         for url in &args.urls {
             let mut target = Target::parse(url)?;
-            target.resolve()?;
+            match &connect_to {
+                Some(addrs) => target.addrs = addrs.clone(),
+                None => target.resolve()?,
+            }
             targets.push(target);
         }
         let stages = args
@@ -430,6 +443,12 @@ impl Plan {
                 "--pipeline needs keep-alive connections: drop --no-keepalive",
             ));
         }
+        let tls = crate::tls::TlsOptions::from_args(args).map_err(invalid)?;
+        if let Some(flag) = tls.https_only_flag()
+            && !targets.iter().any(|t| t.tls)
+        {
+            return Err(invalid(format!("{flag} goes with https:// URLs")));
+        }
         let mut buckets = args
             .buckets
             .split(',')
@@ -472,9 +491,10 @@ impl Plan {
             success,
             timeout,
             connect_timeout,
+            connect_to: args.connect_to.clone(),
             keepalive: !args.no_keepalive,
             pipeline: args.pipeline,
-            insecure: args.insecure,
+            tls,
             http: if args.http2 {
                 HttpVersion::Http2
             } else if args.http1_1 {

@@ -104,6 +104,25 @@ impl AddAssign<&Pacing> for Pacing {
     }
 }
 
+/// TLS handshakes completed and how long each took, from TCP connected to
+/// handshake done.
+#[derive(Clone, Debug, Default)]
+pub struct Handshakes {
+    pub count: u64,
+    /// Of those, the ones that resumed an earlier session (no certificate
+    /// exchange, less work for both sides).
+    pub resumed: u64,
+    pub time: Timings,
+}
+
+impl AddAssign<&Handshakes> for Handshakes {
+    fn add_assign(&mut self, other: &Handshakes) {
+        self.count += other.count;
+        self.resumed += other.resumed;
+        self.time += &other.time;
+    }
+}
+
 /// Counters and histograms for a span of a run; merged by `+=`.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
@@ -127,6 +146,8 @@ pub struct Snapshot {
     pub failures: Timings,
     /// Open model only: how well the schedule held.
     pub pacing: Pacing,
+    /// `https://` only: the TLS handshakes of new connections.
+    pub handshakes: Handshakes,
     /// Scenarios: one snapshot per named plan item (empty otherwise).
     pub steps: Vec<Snapshot>,
     /// The first message seen for each error kind, as an example.
@@ -145,6 +166,7 @@ impl Default for Snapshot {
             service: Timings::default(),
             failures: Timings::default(),
             pacing: Pacing::default(),
+            handshakes: Handshakes::default(),
             steps: Vec::new(),
             error_examples: Default::default(),
         }
@@ -222,6 +244,7 @@ impl AddAssign<&Snapshot> for Snapshot {
         self.service += &other.service;
         self.failures += &other.failures;
         self.pacing += &other.pacing;
+        self.handshakes += &other.handshakes;
         if self.steps.len() < other.steps.len() {
             self.steps.resize_with(other.steps.len(), Snapshot::default);
         }
@@ -283,6 +306,15 @@ impl Recorder {
     /// Open model: how late the pacer woke for a ticket.
     pub fn record_pacer_lag(&mut self, lag: std::time::Duration) {
         self.current.pacing.pacer_lag.record(lag.as_micros() as u64);
+    }
+
+    /// A TLS handshake done: how long it took and whether it resumed a
+    /// session. Never allocates.
+    pub fn record_handshake(&mut self, took: std::time::Duration, resumed: bool) {
+        let handshakes = &mut self.current.handshakes;
+        handshakes.count += 1;
+        handshakes.resumed += u64::from(resumed);
+        handshakes.time.record(took.as_micros() as u64);
     }
 
     /// Keeps the first message of each error kind per interval; later
@@ -405,6 +437,21 @@ mod tests {
         );
         assert_eq!(pacing.max_delay_us, 5000);
         assert_eq!(pacing.pacer_lag.max_us, 30);
+    }
+
+    #[test]
+    fn handshakes_count_resumed_ones_and_merge() {
+        let mut a = Recorder::default();
+        a.record_handshake(std::time::Duration::from_micros(900), false);
+        a.record_handshake(std::time::Duration::from_micros(300), true);
+        let mut b = Recorder::default();
+        b.record_handshake(std::time::Duration::from_micros(250), true);
+        let mut total = a.take();
+        total += &b.take();
+        let h = &total.handshakes;
+        assert_eq!((h.count, h.resumed), (3, 2));
+        assert_eq!((h.time.min_us, h.time.max_us), (250, 900));
+        assert_eq!(total.requests, 0, "handshakes are not requests");
     }
 
     #[test]

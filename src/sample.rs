@@ -80,6 +80,8 @@ pub enum ErrorDetail {
     Status(u16),
     Timeout(std::time::Duration),
     ConnectTimeout(std::time::Duration),
+    /// The TLS handshake outlasted what the connect timeout left of it.
+    HandshakeTimeout(std::time::Duration),
     /// A message built when the error happened (scenario checks, rare).
     Text(String),
 }
@@ -111,7 +113,10 @@ impl RequestError {
     /// One line describing the failure, for the report's example column.
     pub fn message(&self) -> String {
         match &self.detail {
-            ErrorDetail::Io(e) => e.to_string(),
+            ErrorDetail::Io(e) => match rustls_error(e) {
+                Some(tls) => crate::tls::describe(tls),
+                None => e.to_string(),
+            },
             ErrorDetail::Static(s) => (*s).to_string(),
             ErrorDetail::Status(code) => format!("unexpected status {code}"),
             ErrorDetail::Timeout(d) => {
@@ -124,6 +129,12 @@ impl RequestError {
                     humantime::format_duration(*d)
                 )
             }
+            ErrorDetail::HandshakeTimeout(d) => {
+                format!(
+                    "TLS handshake not finished within {} of connecting (--connect-timeout)",
+                    humantime::format_duration(*d)
+                )
+            }
         }
     }
 }
@@ -131,8 +142,12 @@ impl RequestError {
 /// rustls reports its failures as `InvalidData` I/O errors wrapping a
 /// `rustls::Error`; anything else with that kind is a framing problem.
 fn is_tls_error(err: &std::io::Error) -> bool {
-    err.get_ref()
-        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+    rustls_error(err).is_some()
+}
+
+/// The `rustls::Error` an I/O error wraps, if any.
+fn rustls_error(err: &std::io::Error) -> Option<&rustls::Error> {
+    err.get_ref()?.downcast_ref::<rustls::Error>()
 }
 
 /// What one request produced.

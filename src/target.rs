@@ -40,7 +40,8 @@ pub struct Target {
     /// Path and query as sent in the request line.
     #[serde(skip)]
     pub path_and_query: String,
-    /// The addresses the host resolves to, filled by [`Target::resolve`].
+    /// Where connections go: the addresses the host resolves to, filled by
+    /// [`Target::resolve`], or those of `--connect-to`.
     #[serde(skip)]
     pub addrs: Vec<SocketAddr>,
 }
@@ -112,6 +113,31 @@ impl Target {
     }
 }
 
+/// `--connect-to HOST:PORT` (`[::1]:8443` for IPv6): the addresses to
+/// connect to instead of the URL's, resolved once before the run.
+pub fn resolve_connect_to(text: &str) -> Result<Vec<SocketAddr>, String> {
+    let usage = || format!("invalid --connect-to '{text}': use HOST:PORT, e.g. 127.0.0.1:8443");
+    let (host, port) = text.rsplit_once(':').ok_or_else(usage)?;
+    let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ipv6) => ipv6,
+        // Which colon ends an unbracketed IPv6 address is anyone's guess.
+        None if host.contains(':') => return Err(usage()),
+        None => host,
+    };
+    let port: u16 = port.parse().map_err(|_| usage())?;
+    if host.is_empty() || port == 0 {
+        return Err(usage());
+    }
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve --connect-to host '{host}': {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("cannot resolve --connect-to host '{host}': no addresses"));
+    }
+    Ok(addrs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +171,29 @@ mod tests {
             Target::parse("http://"),
             Err(TargetError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn connect_to_host_and_port() {
+        assert_eq!(
+            resolve_connect_to("127.0.0.1:8443").unwrap(),
+            vec!["127.0.0.1:8443".parse().unwrap()]
+        );
+        assert_eq!(
+            resolve_connect_to("[::1]:8443").unwrap(),
+            vec!["[::1]:8443".parse().unwrap()]
+        );
+        for bad in [
+            "127.0.0.1",
+            "127.0.0.1:",
+            ":8443",
+            "127.0.0.1:0",
+            "127.0.0.1:http",
+            "::1",
+        ] {
+            let err = resolve_connect_to(bad).unwrap_err();
+            assert!(err.contains("use HOST:PORT"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -142,7 +142,7 @@ async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: Slot, feed: &F
 async fn connect_and_write(ctx: &WorkerCtx, slot: &mut Slot, bytes: &[u8]) -> Result<(), RequestError> {
     if slot.busy || slot.stream.is_none() {
         slot.stream = None;
-        slot.stream = Some(ctx.connector.connect().await?);
+        slot.stream = Some(ctx.connector.connect(&ctx.recorder).await?);
         slot.reader.clear();
     }
     slot.busy = true;
@@ -166,7 +166,7 @@ pub(super) async fn round_trip(
     let work = async {
         if let Some(lane) = slot.h2.as_mut() {
             return lane
-                .round_trip_http1(&ctx.connector, bytes, https, capture, keepalive)
+                .round_trip_http1(&ctx.connector, &ctx.recorder, bytes, https, capture, keepalive)
                 .await;
         }
         connect_and_write(ctx, slot, bytes).await?;
@@ -216,7 +216,7 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
             .h2_request
             .as_ref()
             .expect("HTTP/2 runs encode their request");
-        let exchange = lane.round_trip(&ctx.connector, request, None, ctx.shared.keepalive);
+        let exchange = lane.round_trip(&ctx.connector, &ctx.recorder, request, None, ctx.shared.keepalive);
         match tokio::time::timeout_at(deadline, exchange)
             .await
             .unwrap_or_else(|_| Err(timed_out()))

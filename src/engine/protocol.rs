@@ -6,9 +6,12 @@
 //! before the load starts, so that every connection of the run, and the
 //! report, agree on one protocol.
 
-use crate::net::{Connector, Stream, TlsSetup};
+use crate::net::{Connector, Stream};
 use crate::plan::{HttpVersion, Plan};
+use crate::recorder::Recorder;
 use crate::target::Target;
+use crate::tls::TlsSetup;
+use std::cell::RefCell;
 
 /// The protocol driver the request loop uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +53,7 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
                 Protocol::Http1 => ALPN_HTTP1,
                 Protocol::Http2 => ALPN_H2,
             };
-            Some(TlsSetup::new(target, plan.insecure, &[alpn])?)
+            Some(TlsSetup::new(target, &plan.tls, &[alpn])?)
         }
     };
     let name = match (protocol, target.tls) {
@@ -64,14 +67,16 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
 /// Offers both by ALPN on one connection and keeps the server's choice;
 /// a target that cannot be reached is left to the run to report.
 fn probe(plan: &Plan, target: &Target) -> Result<Protocol, String> {
-    let tls = TlsSetup::new(target, plan.insecure, &[ALPN_H2, ALPN_HTTP1])?;
+    let tls = TlsSetup::new(target, &plan.tls, &[ALPN_H2, ALPN_HTTP1])?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
     let connector = Connector::new(target, Some(tls), plan.connect_timeout);
+    // The probe's handshake is not part of the run's figures.
+    let unrecorded = RefCell::new(Recorder::with_steps(0));
     let chosen = runtime.block_on(async {
-        match connector.connect().await {
+        match connector.connect(&unrecorded).await {
             Ok(Stream::Tls(stream)) => stream.get_ref().1.alpn_protocol() == Some(ALPN_H2),
             _ => false,
         }

@@ -11,6 +11,7 @@ use super::conn::{Conn, Failure, Outbox};
 use super::request::H2Request;
 use crate::http1::{Capture, ResponseHead};
 use crate::net::{Connector, Stream};
+use crate::recorder::Recorder;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -66,7 +67,11 @@ impl Home {
     }
 
     /// A connection that takes new streams: the current one, or a new one.
-    async fn connection(&self, connector: &Connector) -> Result<Rc<Conn>, RequestError> {
+    async fn connection(
+        &self,
+        connector: &Connector,
+        recorder: &RefCell<Recorder>,
+    ) -> Result<Rc<Conn>, RequestError> {
         loop {
             if let Some(conn) = self.current.borrow().as_ref().filter(|c| c.accepts_streams()) {
                 return Ok(conn.clone());
@@ -84,7 +89,7 @@ impl Home {
             }
             let _connecting = Connecting(self);
             self.connecting.set(true);
-            let stream = connector.connect().await?;
+            let stream = connector.connect(recorder).await?;
             if let Stream::Tls(tls) = &stream
                 && tls.get_ref().1.alpn_protocol() != Some(b"h2")
             {
@@ -128,17 +133,18 @@ impl Drop for Open<'_> {
 impl Lane {
     /// Sends `request` and waits for its response; `capture` receives the
     /// headers and body a plan asked for. Without keep-alive the connection
-    /// takes no further stream.
+    /// takes no further stream. New connections' handshakes go to `recorder`.
     pub async fn round_trip(
         &self,
         connector: &Connector,
+        recorder: &RefCell<Recorder>,
         request: &H2Request,
         mut capture: Option<&mut Capture>,
         keepalive: bool,
     ) -> Result<ResponseHead, RequestError> {
         let mut refused = 0;
         loop {
-            let conn = self.home.connection(connector).await?;
+            let conn = self.home.connection(connector, recorder).await?;
             std::future::poll_fn(|cx| conn.poll_capacity(cx)).await;
             if !conn.accepts_streams() {
                 continue;
@@ -186,6 +192,7 @@ impl Lane {
     pub async fn round_trip_http1(
         &mut self,
         connector: &Connector,
+        recorder: &RefCell<Recorder>,
         http1: &[u8],
         https: bool,
         capture: Option<&mut Capture>,
@@ -193,7 +200,10 @@ impl Lane {
     ) -> Result<ResponseHead, RequestError> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let result = match scratch.fill(http1, https) {
-            Ok(()) => self.round_trip(connector, &scratch, capture, keepalive).await,
+            Ok(()) => {
+                self.round_trip(connector, recorder, &scratch, capture, keepalive)
+                    .await
+            }
             Err(err) => Err(err),
         };
         self.scratch = scratch;

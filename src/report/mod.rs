@@ -12,7 +12,7 @@ pub mod text;
 use crate::collector::{SeriesRow, us_to_ms};
 use crate::engine::{PhaseSummary, RunResult};
 use crate::plan::Plan;
-use crate::recorder::{Pacing, Snapshot, Timings};
+use crate::recorder::{Handshakes, Pacing, Snapshot, Timings};
 use crate::sys::CpuTime;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -109,6 +109,9 @@ pub struct Summary {
     pub failures_ms: Latency,
     /// Open model only.
     pub schedule: Option<Schedule>,
+    /// Only when TLS handshakes were made in the measured phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsHandshakes>,
     pub status: BTreeMap<String, u64>,
     pub errors_by_kind: BTreeMap<String, u64>,
     /// One example message per error kind.
@@ -208,6 +211,28 @@ impl Schedule {
             tool_lag_p99_ms: us_to_ms(p.pacer_lag.quantile_us(0.99)),
             tool_lag_max_ms: us_to_ms(p.pacer_lag.max_us),
         }
+    }
+}
+
+/// The TLS handshakes of new connections.
+#[derive(Debug, Serialize)]
+pub struct TlsHandshakes {
+    pub handshakes: u64,
+    /// Of those, the ones that resumed an earlier session.
+    pub resumed: u64,
+    /// From TCP connected to handshake done.
+    pub handshake_ms: Latency,
+}
+
+impl TlsHandshakes {
+    /// `None` when there were none (plain HTTP, or every connection opened
+    /// during the warm-up).
+    fn from_handshakes(h: &Handshakes) -> Option<TlsHandshakes> {
+        (h.count > 0).then(|| TlsHandshakes {
+            handshakes: h.count,
+            resumed: h.resumed,
+            handshake_ms: Latency::from_timings(&h.time),
+        })
     }
 }
 
@@ -317,6 +342,7 @@ impl Summary {
             service_ms: Latency::from_timings(&snap.service),
             failures_ms: Latency::from_timings(&snap.failures),
             schedule: (snap.pacing.sent > 0).then(|| Schedule::from_pacing(&snap.pacing)),
+            tls: TlsHandshakes::from_handshakes(&snap.handshakes),
             status: snap
                 .status_counts()
                 .map(|(code, n)| (code.to_string(), n))

@@ -303,6 +303,16 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
             ms(schedule.tool_lag_max_ms)
         );
     }
+    if let Some(tls) = &s.tls {
+        let _ = writeln!(
+            out,
+            "TLS handshakes {} ({} resumed)  mean {} ms  p99 {} ms",
+            thousands(tls.handshakes),
+            thousands(tls.resumed),
+            ms(tls.handshake_ms.mean),
+            ms(tls.handshake_ms.p99)
+        );
+    }
     if !s.status.is_empty() {
         let _ = writeln!(out, "status codes");
         for (code, n) in &s.status {

@@ -3,7 +3,7 @@
 //! plans' own assertions check what the server received (cookies, headers,
 //! bodies), and the per-step statistics check what volley sent.
 
-use super::support::{exclusive, num, stderr, summary, target, url, volley, volley_json};
+use super::support::{exclusive, num, schema_violations, stderr, summary, target, url, volley, volley_json};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -106,12 +106,7 @@ fn the_report_of_a_plan_matches_the_schema() {
         "-n",
         "50",
     ]);
-    let schema: Value = serde_json::from_str(include_str!("../../schema/report-v1.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let problems: Vec<String> = validator
-        .iter_errors(&report)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
+    let problems = schema_violations(&report);
     assert!(problems.is_empty(), "{problems:#?}");
     assert_eq!(num(&summary(&report)["requests"]), 50.0, "-n counts iterations");
 }

@@ -2,7 +2,9 @@
 //! 127.0.0.1 port 0. Every run is bounded by a request count or a short
 //! duration, and by the harness timeout in `volley()`.
 
-use super::support::{exclusive, read_report, stderr, stdout, summary, target, url, volley, volley_json};
+use super::support::{
+    exclusive, read_report, schema_violations, stderr, stdout, summary, target, url, volley, volley_json,
+};
 use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -222,12 +224,7 @@ fn report_matches_schema() {
         &url(&server, "/status/404"),
     ]);
     assert_no_panic(&out);
-    let schema: Value = serde_json::from_str(include_str!("../../schema/report-v1.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    let problems: Vec<String> = validator
-        .iter_errors(&report)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
+    let problems = schema_violations(&report);
     assert!(problems.is_empty(), "schema violations: {problems:#?}");
     assert_eq!(report["runs"].as_array().unwrap().len(), 2, "one section per URL");
     let series = report["runs"][0]["series"].as_array().unwrap();

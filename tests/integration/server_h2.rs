@@ -449,7 +449,10 @@ fn volley_loads_a_tls_target() {
     let (out, report) = volley_json(&args.split(' ').collect::<Vec<_>>());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(num(&summary(&report)["ok"]), 200.0);
-    assert_eq!(server.stats().h2_connections, 0, "volley speaks HTTP/1.1");
+    // ALPN picks h2: the run's 4 connections and the probe before it.
+    assert_eq!(report["runs"][0]["protocol"], "h2");
+    assert_eq!(server.stats().h2_connections, 5);
+    assert_eq!(server.stats().http1_connections, 0);
 }
 
 /// `volley serve` as a child process, killed when dropped.

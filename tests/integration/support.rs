@@ -101,6 +101,16 @@ pub fn summary(report: &Value) -> &Value {
     &report["runs"][0]["summary"]
 }
 
+/// Where a report breaks `schema/report-v1.json`, one line each (none: valid).
+pub fn schema_violations(report: &Value) -> Vec<String> {
+    let schema: Value = serde_json::from_str(include_str!("../../schema/report-v1.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    validator
+        .iter_errors(report)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
+}
+
 /// A JSON number, or a panic naming what was there.
 pub fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))

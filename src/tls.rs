@@ -1,0 +1,255 @@
+//! TLS client configuration: the TLS flags resolved (PEM files read and
+//! checked before the run, so a bad file is a usage error, not a failure
+//! per connection), and the rustls configuration built from them once per
+//! run and shared by every worker (an `Arc` clone per worker, nothing per
+//! request).
+
+use crate::cli::RunArgs;
+use crate::target::Target;
+use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::sign::CertifiedKey;
+use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+mod errors;
+mod insecure;
+pub use errors::describe;
+use insecure::AcceptAnyCertificate;
+
+/// The TLS flags of a plan, resolved. The report shows the files by name.
+#[derive(Clone, Debug, Serialize)]
+pub struct TlsOptions {
+    /// Accept any certificate (`--insecure`).
+    pub insecure: bool,
+    /// `--cacert` as given.
+    pub cacert: Option<String>,
+    /// Its certificates, trusted besides the system's roots.
+    #[serde(skip)]
+    pub extra_roots: RootCertStore,
+    /// `--cert` and `--key` as given.
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    /// The client certificate chain and its key, for servers that ask.
+    #[serde(skip)]
+    pub identity: Option<Arc<CertifiedKey>>,
+    /// `--sni`: the name sent and verified instead of the URL's host.
+    pub sni: Option<String>,
+    #[serde(skip)]
+    pub server_name: Option<ServerName<'static>>,
+    /// Resume sessions on new connections (off: `--no-tls-resume`).
+    #[serde(rename = "tls_resume")]
+    pub resume: bool,
+}
+
+impl TlsOptions {
+    /// Reads and checks the files the flags name; every error is one line.
+    pub fn from_args(args: &RunArgs) -> Result<TlsOptions, String> {
+        let mut extra_roots = RootCertStore::empty();
+        if let Some(path) = &args.cacert {
+            for (i, cert) in read_certificates("--cacert", path)?.into_iter().enumerate() {
+                extra_roots.add(cert).map_err(|e| {
+                    format!(
+                        "--cacert '{}': certificate {} is not a usable CA certificate: {e}",
+                        path.display(),
+                        i + 1
+                    )
+                })?;
+            }
+        }
+        let identity = match (&args.cert, &args.key) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some(Arc::new(client_identity(cert, key)?)),
+            (Some(_), None) => {
+                return Err("--cert needs --key: the client certificate's private key (PEM)".to_string());
+            }
+            (None, Some(_)) => {
+                return Err("--key needs --cert: the client certificate (PEM) it belongs to".to_string());
+            }
+        };
+        let server_name = args
+            .sni
+            .as_ref()
+            .map(|name| {
+                ServerName::try_from(name.clone())
+                    .map_err(|_| format!("invalid --sni '{name}': not a DNS name or an IP address"))
+            })
+            .transpose()?;
+        let shown = |path: &Option<std::path::PathBuf>| path.as_ref().map(|p| p.display().to_string());
+        Ok(TlsOptions {
+            insecure: args.insecure,
+            cacert: shown(&args.cacert),
+            extra_roots,
+            cert: shown(&args.cert),
+            key: shown(&args.key),
+            identity,
+            sni: args.sni.clone(),
+            server_name,
+            resume: !args.no_tls_resume,
+        })
+    }
+
+    /// The first flag given that means something only for `https://`.
+    pub fn https_only_flag(&self) -> Option<&'static str> {
+        [
+            (self.cacert.is_some(), "--cacert"),
+            (self.cert.is_some(), "--cert"),
+            (self.sni.is_some(), "--sni"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
+/// Reads a file a flag names.
+fn read_file(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {flag} '{}': {e}", path.display()))
+}
+
+/// Every certificate in a PEM file (at least one).
+fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = read_file(flag, path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{flag} '{}' is not valid PEM: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{flag} '{}' holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// `--cert` and `--key`: the chain (leaf first) and a PKCS#8, PKCS#1 or
+/// SEC1 key, checked to belong together now rather than failing every
+/// handshake later.
+fn client_identity(cert: &Path, key: &Path) -> Result<CertifiedKey, String> {
+    let chain = read_certificates("--cert", cert)?;
+    let pem = read_file("--key", key)?;
+    let der = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
+        rustls::pki_types::pem::Error::NoItemsFound => format!(
+            "--key '{}' holds no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1)",
+            key.display()
+        ),
+        e => format!("--key '{}' is not valid PEM: {e}", key.display()),
+    })?;
+    CertifiedKey::from_der(chain, der, &provider()).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => format!(
+            "--key '{}' is not the private key of --cert '{}'",
+            key.display(),
+            cert.display()
+        ),
+        e => format!(
+            "cannot use --cert '{}' with --key '{}': {e}",
+            cert.display(),
+            key.display()
+        ),
+    })
+}
+
+/// The one crypto provider volley uses.
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// TLS settings resolved from the plan.
+#[derive(Clone)]
+pub struct TlsSetup {
+    connector: TlsConnector,
+    server_name: ServerName<'static>,
+}
+
+impl TlsSetup {
+    /// Verifies against the system's root certificates and `--cacert`
+    /// unless `insecure`, and offers the client certificate when asked.
+    /// `alpn` lists the protocols offered, most preferred first (the
+    /// protocol layer above knows what it speaks; this module does not).
+    pub fn new(target: &Target, options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
+        let provider = provider();
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS setup failed: {e}"))?;
+        let builder = if options.insecure {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+        } else {
+            builder.with_root_certificates(trust_roots(options)?)
+        };
+        let mut config = match &options.identity {
+            Some(identity) => builder
+                .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(identity.clone()))),
+            None => builder.with_no_client_auth(),
+        };
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        // The session cache lives in the config, which every worker shares,
+        // so a connection resumes any worker's earlier session, as a pool of
+        // clients of one program would. Without it every handshake is full.
+        config.resumption = if options.resume {
+            rustls::client::Resumption::in_memory_sessions(256)
+        } else {
+            rustls::client::Resumption::disabled()
+        };
+        let server_name = match &options.server_name {
+            Some(name) => name.clone(),
+            None => ServerName::try_from(target.host.clone())
+                .map_err(|e| format!("invalid TLS server name '{}': {e}", target.host))?,
+        };
+        Ok(TlsSetup {
+            connector: TlsConnector::from(Arc::new(config)),
+            server_name,
+        })
+    }
+
+    /// Starts the handshake on a connected socket.
+    pub fn handshake(&self, tcp: TcpStream) -> tokio_rustls::Connect<TcpStream> {
+        self.connector.connect(self.server_name.clone(), tcp)
+    }
+}
+
+/// The system's roots plus `--cacert`'s. Without `--cacert` a system with
+/// no roots could verify nothing, which is an error; with it, the given CA
+/// may be all the trust the run needs (a bare container, a private CA).
+fn trust_roots(options: &TlsOptions) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 && options.extra_roots.is_empty() {
+        return Err(
+            "no system root certificates found to verify TLS; install ca-certificates, pass --cacert FILE or --insecure"
+                .to_string(),
+        );
+    }
+    roots.roots.extend(options.extra_roots.roots.iter().cloned());
+    Ok(roots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/tls")
+            .join(name)
+    }
+
+    #[test]
+    fn client_keys_in_sec1_and_pkcs1_load() {
+        for name in ["sec1", "pkcs1"] {
+            let identity =
+                client_identity(&fixture(&format!("{name}.pem")), &fixture(&format!("{name}.key")));
+            assert!(identity.is_ok(), "{name}: {:?}", identity.err());
+        }
+        let mismatch = client_identity(&fixture("sec1.pem"), &fixture("pkcs1.key")).unwrap_err();
+        assert!(
+            mismatch.contains("is not the private key of --cert"),
+            "{mismatch}"
+        );
+    }
+}
