@@ -83,6 +83,55 @@ fn https_negotiates_h2_by_alpn_and_http1_1_forces_http1() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(report["runs"][0]["protocol"], "h2");
     assert_eq!(num(&summary(&report)["ok"]), 300.0);
+    // Three connections, each one TLS handshake, timed in the report.
+    let tls = &summary(&report)["tls"];
+    assert_eq!(tls["handshakes"], 3, "{tls}");
+    assert!(num(&tls["handshake_ms"]["max"]) > 0.0, "{tls}");
+}
+
+/// The target's own certificate trusted with --cacert: h2 verifies; a
+/// server name the certificate is not for is a `tls` error that says so.
+#[test]
+fn cacert_and_sni_over_http2() {
+    let server = tls_target();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("target.pem");
+    std::fs::write(&ca, server.cert_pem().unwrap()).unwrap();
+    let ca = ca.to_str().unwrap();
+    let target_url = tls_url(&server, "/hi");
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "--cacert",
+        ca,
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "-q",
+        &target_url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(num(&summary(&report)["ok"]), 100.0);
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "--cacert",
+        ca,
+        "--sni",
+        "wrong.example",
+        "-n",
+        "4",
+        "-c",
+        "1",
+        "-q",
+        &target_url,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "no request succeeded");
+    let s = summary(&report);
+    assert_eq!(s["errors_by_kind"]["tls"], 4, "{s}");
+    let example = s["error_examples"]["tls"].as_str().unwrap();
+    assert!(example.contains("wrong.example"), "{example}");
 }
 
 /// 20 streams on one connection to a 100 ms endpoint for 1 s: about ten
