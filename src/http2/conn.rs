@@ -72,8 +72,40 @@ impl LaneState {
     }
 }
 
+/// How a connection's requests use the server's HPACK dynamic table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Table {
+    /// The next request adds its fields ([`super::request::Indexed::first`]).
+    Fresh,
+    /// The fields are in the table: requests name them by index.
+    Primed,
+    /// The server allows a smaller table than volley's fields need: plain
+    /// literals only, after emptying the table once (`update_due`).
+    Off { update_due: bool },
+}
+
+impl Table {
+    /// The header block to send for `request`, and a dynamic table size
+    /// update (to 0) to put before it when one is due.
+    fn pick<'r>(&mut self, request: &'r H2Request) -> (Option<u8>, &'r [u8]) {
+        match (*self, &request.indexed) {
+            (Table::Off { update_due: true }, _) => {
+                *self = Table::Off { update_due: false };
+                (Some(0x20), &request.block)
+            }
+            (Table::Fresh, Some(indexed)) => {
+                *self = Table::Primed;
+                (None, &indexed.first)
+            }
+            (Table::Primed, Some(indexed)) => (None, &indexed.repeat),
+            _ => (None, &request.block),
+        }
+    }
+}
+
 struct Inner {
     io: Stream,
+    table: Table,
     rbuf: Vec<u8>,
     rstart: usize,
     rend: usize,
@@ -168,6 +200,7 @@ impl Conn {
             queued: Cell::new(false),
             inner: RefCell::new(Inner {
                 io,
+                table: Table::Fresh,
                 rbuf: vec![0; READ_BUFFER],
                 rstart: 0,
                 rend: 0,
@@ -254,8 +287,17 @@ impl Conn {
         } else {
             0
         };
+        let (size_update, block) = inner.table.pick(request);
+        let with_update;
+        let block = match size_update {
+            Some(update) => {
+                with_update = [&[update][..], block].concat();
+                &with_update[..]
+            }
+            None => block,
+        };
         let max = inner.peer_max_frame;
-        let mut chunks = request.block.chunks(max).peekable();
+        let mut chunks = block.chunks(max).peekable();
         let first = chunks.next().unwrap_or_default();
         let last = chunks.peek().is_none();
         let flags = end_stream | if last { frame::END_HEADERS } else { 0 };
@@ -694,6 +736,12 @@ impl Inner {
             let id = u16::from_be_bytes([setting[0], setting[1]]);
             let value = frame::read_u32(&setting[2..]);
             match id {
+                frame::SETTINGS_HEADER_TABLE_SIZE
+                    if (value as usize) < super::hpack::TABLE_SIZE
+                        && !matches!(self.table, Table::Off { .. }) =>
+                {
+                    self.table = Table::Off { update_due: true };
+                }
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS => {
                     self.peer_max_streams = value as usize;
                     for waiter in self.capacity_waiters.drain(..) {
@@ -731,5 +779,25 @@ impl Inner {
                 self.wake(lane, me);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_index_after_the_first_until_the_server_shrinks_the_table() {
+        let request = H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", true).unwrap();
+        let indexed = request.indexed.clone().unwrap();
+        let mut table = Table::Fresh;
+        assert_eq!(table.pick(&request), (None, &indexed.first[..]));
+        assert_eq!(table.pick(&request), (None, &indexed.repeat[..]));
+        assert_eq!(table.pick(&request), (None, &indexed.repeat[..]));
+        // SETTINGS_HEADER_TABLE_SIZE below 4096: empty the table once, then
+        // literals only.
+        table = Table::Off { update_due: true };
+        assert_eq!(table.pick(&request), (Some(0x20), &request.block[..]));
+        assert_eq!(table.pick(&request), (None, &request.block[..]));
     }
 }

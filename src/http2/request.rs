@@ -6,10 +6,13 @@
 //! the pseudo-headers, Host becomes `:authority`, connection-specific
 //! headers are dropped (RFC 9113 section 8.2.2) and names are lower-cased.
 //!
-//! The header block uses only HPACK's static table and literals "without
-//! indexing", so it depends on no connection's state: the run's request is
-//! encoded once and the same bytes go out on every stream of every
-//! connection.
+//! [`H2Request::block`] uses only HPACK's static table and literals
+//! "without indexing", so it depends on no connection's state. The run's
+//! one request also gets an [`Indexed`] pair, encoded once before the run:
+//! the first stream of a connection adds its fields to the server's dynamic
+//! table, every later stream names them by index in a few bytes, as
+//! browsers and h2load do, which spares the server parsing the same
+//! literals on every request.
 
 use crate::sample::{ErrorKind, RequestError};
 
@@ -20,7 +23,23 @@ pub struct H2Request {
     pub body: Vec<u8>,
     /// A HEAD request's response has no body.
     pub is_head: bool,
+    /// The same fields through the server's dynamic table, when they fit.
+    pub indexed: Option<Indexed>,
 }
+
+/// A header block in two forms: the first adds the fields to the server's
+/// dynamic table, the repeat names them by index.
+#[derive(Clone, Debug, Default)]
+pub struct Indexed {
+    pub first: Vec<u8>,
+    pub repeat: Vec<u8>,
+}
+
+/// The dynamic table size every HTTP/2 server starts with; volley indexes
+/// only fields that fit in it together.
+const DEFAULT_TABLE_SIZE: usize = 4096;
+/// The first index of the dynamic table.
+const FIRST_DYNAMIC: usize = 62;
 
 /// Headers that mean something only to an HTTP/1.1 connection.
 const CONNECTION_SPECIFIC: [&str; 6] = [
@@ -45,7 +64,56 @@ impl H2Request {
     pub fn from_http1(http1: &[u8], https: bool) -> Result<H2Request, RequestError> {
         let mut request = H2Request::default();
         request.fill(http1, https)?;
+        request.indexed = request.index();
         Ok(request)
+    }
+
+    /// The [`Indexed`] forms of `block`, or `None` when its fields do not
+    /// fit the default table together.
+    fn index(&self) -> Option<Indexed> {
+        let mut fields = Vec::new();
+        super::hpack::Decoder::default()
+            .decode(&self.block, true, |n, v| fields.push((n.to_vec(), v.to_vec())))
+            .ok()?;
+        let static_only = |n: &[u8], v: &[u8]| match (n, v) {
+            (b":method", b"GET") => Some(METHOD_GET),
+            (b":method", b"POST") => Some(METHOD_POST),
+            (b":scheme", b"http") => Some(SCHEME_HTTP),
+            (b":scheme", b"https") => Some(SCHEME_HTTPS),
+            (b":path", b"/") => Some(PATH),
+            _ => None,
+        };
+        let added: Vec<&(Vec<u8>, Vec<u8>)> = fields
+            .iter()
+            .filter(|(n, v)| static_only(n, v).is_none())
+            .collect();
+        let size: usize = added.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
+        if size > DEFAULT_TABLE_SIZE {
+            return None;
+        }
+        let mut forms = Indexed::default();
+        let mut position = 0;
+        for (name, value) in &fields {
+            if let Some(index) = static_only(name, value) {
+                indexed(&mut forms.first, index);
+                indexed(&mut forms.repeat, index);
+                continue;
+            }
+            // Literal with incremental indexing: 01 and a 6-bit name index.
+            match static_name(name) {
+                Some(index) => integer(&mut forms.first, 0x40, 6, index as usize),
+                None => {
+                    forms.first.push(0x40);
+                    string(&mut forms.first, name, false);
+                }
+            }
+            string(&mut forms.first, value, false);
+            // The newest entry is 62: the last added has the lowest index.
+            let index = FIRST_DYNAMIC + added.len() - 1 - position;
+            integer(&mut forms.repeat, 0x80, 7, index);
+            position += 1;
+        }
+        Some(forms)
     }
 
     /// Re-encodes `http1` into this request, reusing its buffers.
@@ -99,6 +167,16 @@ impl H2Request {
         }
         self.body.extend_from_slice(&http1[head_len..]);
         Ok(())
+    }
+}
+
+/// The static-table index of a pseudo-header name volley sends.
+fn static_name(name: &[u8]) -> Option<u8> {
+    match name {
+        b":authority" => Some(AUTHORITY),
+        b":method" => Some(METHOD),
+        b":path" => Some(PATH),
+        _ => None,
     }
 }
 
@@ -179,6 +257,40 @@ mod tests {
         assert!(!request.is_head);
         // Pseudo-headers come first.
         assert!(fields[..4].iter().all(|(n, _)| n.starts_with(':')));
+    }
+
+    /// The first form adds the fields to the table, the repeat names them:
+    /// decoding first then repeat yields the same fields twice.
+    #[test]
+    fn indexed_forms_decode_to_the_same_fields() {
+        let http1 = b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8443\r\nUser-Agent: volley/0.1.0\r\nX-A: 1\r\n\r\n";
+        let request = H2Request::from_http1(http1, true).unwrap();
+        let plain = decode(&request.block);
+        let indexed = request.indexed.as_ref().expect("small fields are indexed");
+        assert!(indexed.repeat.len() <= 6, "{:?}", indexed.repeat);
+        let mut decoder = httlib_hpack::Decoder::default();
+        for block in [&indexed.first, &indexed.repeat, &indexed.repeat] {
+            let mut out = Vec::new();
+            decoder.decode(&mut block.clone(), &mut out).unwrap();
+            let fields: Vec<(String, String)> = out
+                .into_iter()
+                .map(|(n, v, _)| {
+                    (
+                        String::from_utf8_lossy(&n).into_owned(),
+                        String::from_utf8_lossy(&v).into_owned(),
+                    )
+                })
+                .collect();
+            assert_eq!(fields, plain);
+        }
+        // Fields too large for the default table together are not indexed.
+        let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n", "b".repeat(5000));
+        assert!(
+            H2Request::from_http1(big.as_bytes(), true)
+                .unwrap()
+                .indexed
+                .is_none()
+        );
     }
 
     #[test]
