@@ -5,9 +5,12 @@
 //! write buffer, then polls for its response; while it waits it reads the
 //! socket itself and handles every frame that arrived, completing and waking
 //! the lanes they belong to. The last lane that found the socket not ready
-//! is the *driver*: its waker is the one the socket holds, so a driver that
-//! leaves with lanes still waiting wakes one of them to take over (and a
-//! lane so woken that finds its own response done passes the turn on).
+//! is the *driver*: its waker is the one the socket holds. A lane reads
+//! until the socket is drained, so a batch of responses is handled whole. A
+//! driver that leaves while lanes still wait leaves the connection
+//! *orphaned*; unless a lane reads again first (as one starting its next
+//! request at once does), the worker's flush wakes a waiting lane to take
+//! over, and again if that lane finds its own response done and leaves too.
 //!
 //! Lanes never write: they append frames and put the connection in the
 //! worker's [`Outbox`], which the worker flushes once all the lanes it woke
@@ -159,7 +162,19 @@ impl Outbox {
         std::mem::swap(&mut conns, &mut *self.dirty.borrow_mut());
         for conn in conns.drain(..) {
             let mut inner = conn.inner.borrow_mut();
-            match inner.poll_flush(cx) {
+            let flushed = inner.poll_flush(cx);
+            if inner.orphaned() {
+                // No lane holds the socket's waker: wake one to read.
+                if let Some(waker) = inner
+                    .lanes
+                    .iter()
+                    .find(|l| l.open())
+                    .and_then(|l| l.waker.as_ref())
+                {
+                    waker.wake_by_ref();
+                }
+            }
+            match flushed {
                 Poll::Ready(Ok(())) => conn.queued.set(false),
                 Poll::Ready(Err(err)) => {
                     inner.die(RequestError::from_io(err), usize::MAX);
@@ -228,7 +243,7 @@ impl Conn {
     /// Queues the connection for the worker's next flush if it has frames
     /// to write.
     fn queue(&self, inner: &Inner) {
-        if inner.wbuf.len() > inner.wpos && !self.queued.get() {
+        if (inner.wbuf.len() > inner.wpos || inner.orphaned()) && !self.queued.get() {
             self.queued.set(true);
             if let Some(this) = self.this.upgrade() {
                 self.outbox.dirty.borrow_mut().push(this);
@@ -346,8 +361,17 @@ impl Inner {
     /// Reads and handles frames until the lane's stream has finished.
     fn drive(&mut self, lane: usize, body: &[u8], cx: &mut Context<'_>) -> Poll<Finished> {
         let inner = self;
+        // Done by another lane's read, which left the socket drained.
+        if inner.lanes[lane].result.is_some() {
+            return Poll::Ready(inner.finish(lane));
+        }
+        // Otherwise read until the socket has nothing more, also once this
+        // lane's own response is in: the whole batch of responses is
+        // handled before any lane sends again, so the next requests go out
+        // together (h2load does the same; a partial batch made the server
+        // handle twice the events per request).
         loop {
-            if inner.lanes[lane].result.is_some() {
+            if inner.dead && inner.lanes[lane].result.is_some() {
                 return Poll::Ready(inner.finish(lane));
             }
             inner.send_body(lane, body);
@@ -367,6 +391,9 @@ impl Inner {
                 Poll::Ready(Err(err)) => inner.die(RequestError::from_io(err), lane),
                 Poll::Pending => {
                     inner.driver = Some(lane);
+                    if inner.lanes[lane].result.is_some() {
+                        return Poll::Ready(inner.finish(lane));
+                    }
                     let waker = &mut inner.lanes[lane].waker;
                     if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                         *waker = Some(cx.waker().clone());
@@ -418,19 +445,17 @@ impl Inner {
         if let Some(waiter) = self.capacity_waiters.pop() {
             waiter.wake();
         }
-        // A leaving driver, or a lane woken to take over that is leaving
-        // instead (its response arrived first), passes the socket on.
-        if self.driver.is_none_or(|driver| driver == lane) {
+        // A leaving driver gives up the socket; the worker's next flush
+        // hands it to a waiting lane unless this one (or another) reads
+        // again first, as a lane starting its next request at once does.
+        if self.driver == Some(lane) {
             self.driver = None;
-            if let Some(waker) = self
-                .lanes
-                .iter()
-                .find(|l| l.open())
-                .and_then(|l| l.waker.as_ref())
-            {
-                waker.wake_by_ref();
-            }
         }
+    }
+
+    /// Streams wait here but no lane is registered to read the socket.
+    fn orphaned(&self) -> bool {
+        self.driver.is_none() && !self.dead && self.lanes.iter().any(|l| l.open())
     }
 
     /// Fails every open stream: the connection is gone.
