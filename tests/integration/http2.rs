@@ -234,6 +234,34 @@ fn open_model_and_stages_run_over_http2() {
     assert_eq!(num(&summary(&report)["errors"]), 0.0);
 }
 
+/// `volley step` over h2c: each level's connections carry their streams,
+/// so two connections of two streams serve about twice what one does.
+#[test]
+fn step_runs_over_http2() {
+    let _alone = exclusive();
+    let server = target();
+    let (out, report) = volley_json(&[
+        "step",
+        "--http2",
+        "--streams",
+        "2",
+        "--levels",
+        "1,2",
+        "--step-duration",
+        "500ms",
+        &url(&server, "/sleep/5"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r["protocol"] == "h2c"));
+    let (one, two) = (num(&runs[0]["summary"]["ok"]), num(&runs[1]["summary"]["ok"]));
+    assert!(
+        one > 100.0 && two > 1.6 * one,
+        "1 connection: {one}, 2 connections: {two}"
+    );
+}
+
 #[test]
 fn a_plan_runs_over_http2_with_its_cookies_and_asserts() {
     let server = tls_target();
