@@ -207,6 +207,17 @@ impl TlsSetup {
     }
 
     /// Starts the handshake on a connected socket.
+    /// The same setup offering other ALPN protocols: the roots and keys
+    /// are not loaded again, and sessions stay resumable across both.
+    pub fn with_alpn(&self, alpn: &[&[u8]]) -> TlsSetup {
+        let mut config = rustls::ClientConfig::clone(self.connector.config());
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        TlsSetup {
+            connector: TlsConnector::from(Arc::new(config)),
+            server_name: self.server_name.clone(),
+        }
+    }
+
     pub fn handshake(&self, tcp: TcpStream) -> tokio_rustls::Connect<TcpStream> {
         self.connector.connect(self.server_name.clone(), tcp)
     }

@@ -32,10 +32,16 @@ const ALPN_HTTP1: &[u8] = b"http/1.1";
 const ALPN_H2: &[u8] = b"h2";
 
 pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
-    let protocol = match (plan.http, target.tls) {
-        (HttpVersion::Http1, _) | (HttpVersion::Auto, false) => Protocol::Http1,
+    // Built once (it reads the system's roots); the run's own offers only
+    // the protocol settled on.
+    let offering_both = match target.tls {
+        true => Some(TlsSetup::new(target, &plan.tls, &[ALPN_H2, ALPN_HTTP1])?),
+        false => None,
+    };
+    let protocol = match (plan.http, &offering_both) {
+        (HttpVersion::Http1, _) | (HttpVersion::Auto, None) => Protocol::Http1,
         (HttpVersion::Http2, _) => Protocol::Http2,
-        (HttpVersion::Auto, true) => probe(plan, target)?,
+        (HttpVersion::Auto, Some(tls)) => probe(plan, target, tls.clone())?,
     };
     if protocol == Protocol::Http1 && plan.streams > 1 {
         return Err(match (plan.http, target.tls) {
@@ -46,16 +52,11 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
             _ => "--streams needs HTTP/2: add --http2 (h2c on http URLs)".to_string(),
         });
     }
-    let tls = match target.tls {
-        false => None,
-        true => {
-            let alpn = match protocol {
-                Protocol::Http1 => ALPN_HTTP1,
-                Protocol::Http2 => ALPN_H2,
-            };
-            Some(TlsSetup::new(target, &plan.tls, &[alpn])?)
-        }
+    let alpn = match protocol {
+        Protocol::Http1 => ALPN_HTTP1,
+        Protocol::Http2 => ALPN_H2,
     };
+    let tls = offering_both.map(|tls| tls.with_alpn(&[alpn]));
     let name = match (protocol, target.tls) {
         (Protocol::Http1, _) => "http/1.1",
         (Protocol::Http2, true) => "h2",
@@ -66,8 +67,7 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
 
 /// Offers both by ALPN on one connection and keeps the server's choice;
 /// a target that cannot be reached is left to the run to report.
-fn probe(plan: &Plan, target: &Target) -> Result<Protocol, String> {
-    let tls = TlsSetup::new(target, &plan.tls, &[ALPN_H2, ALPN_HTTP1])?;
+fn probe(plan: &Plan, target: &Target, tls: TlsSetup) -> Result<Protocol, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
