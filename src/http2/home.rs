@@ -162,8 +162,7 @@ impl Lane {
                 *capture = lent;
             }
             if !keepalive {
-                conn.retire();
-                self.home.drop_if_done(&conn);
+                self.home.retire(&conn);
             }
             match result {
                 Ok(head) => return Ok(head),
@@ -183,8 +182,7 @@ impl Lane {
     pub fn new_connection(&self) {
         let current = self.home.current.borrow().clone();
         if let Some(conn) = current {
-            conn.retire();
-            self.home.drop_if_done(&conn);
+            self.home.retire(&conn);
         }
     }
 
@@ -198,22 +196,17 @@ impl Lane {
         capture: Option<&mut Capture>,
         keepalive: bool,
     ) -> Result<ResponseHead, RequestError> {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let result = match scratch.fill(http1, https) {
-            Ok(()) => {
-                self.round_trip(connector, recorder, &scratch, capture, keepalive)
-                    .await
-            }
-            Err(err) => Err(err),
-        };
-        self.scratch = scratch;
-        result
+        self.scratch.fill(http1, https)?;
+        self.round_trip(connector, recorder, &self.scratch, capture, keepalive)
+            .await
     }
 }
 
 impl Home {
-    /// Closes a retired connection as soon as no stream runs on it.
-    fn drop_if_done(&self, conn: &Rc<Conn>) {
+    /// Starts no more streams on `conn`, and lets it close as soon as no
+    /// stream runs on it.
+    fn retire(&self, conn: &Rc<Conn>) {
+        conn.retire();
         let mut current = self.current.borrow_mut();
         if current.as_ref().is_some_and(|c| Rc::ptr_eq(c, conn) && c.idle()) {
             *current = None;
