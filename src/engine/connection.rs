@@ -4,9 +4,10 @@
 //! for a ticket, sends (one request, or a pipelined round), reads the
 //! responses and records a sample each. The protocol is a driver below the
 //! loop: HTTP/1.1 owns a connection per loop; over HTTP/2 each loop is a
-//! lane on a connection shared by `--streams` loops (see [`crate::http2`]). Latency runs from the ticket's
-//! intended time; the service time from the actual send. Nothing here locks
-//! or allocates per request: the recorder is this thread's own.
+//! lane on a connection shared by `--streams` loops (see [`crate::http2`]).
+//! Latency runs from the ticket's intended time; the service time from the
+//! actual send. Nothing here locks or allocates per request: the recorder
+//! is this thread's own.
 
 use super::feed::{Feed, Ticket};
 use super::{Protocol, Shared};

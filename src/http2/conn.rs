@@ -191,10 +191,6 @@ impl Outbox {
     }
 }
 
-fn protocol(what: &'static str) -> RequestError {
-    RequestError::protocol(what)
-}
-
 impl Conn {
     /// Takes a connected stream and queues the preface and settings; they
     /// go out with the first request.
@@ -366,10 +362,9 @@ impl Inner {
             return Poll::Ready(inner.finish(lane));
         }
         // Otherwise read until the socket has nothing more, also once this
-        // lane's own response is in: the whole batch of responses is
-        // handled before any lane sends again, so the next requests go out
-        // together (h2load does the same; a partial batch made the server
-        // handle twice the events per request).
+        // lane's own response is in: the whole batch of responses that has
+        // arrived is handled before the worker's flush, so the requests it
+        // frees go out in one write.
         loop {
             if inner.dead && inner.lanes[lane].result.is_some() {
                 return Poll::Ready(inner.finish(lane));
@@ -547,7 +542,9 @@ impl Inner {
             }
             let head = FrameHead::parse(available);
             if head.len > frame::MAX_FRAME {
-                return Err(protocol("HTTP/2 frame larger than the maximum frame size"));
+                return Err(RequestError::protocol(
+                    "HTTP/2 frame larger than the maximum frame size",
+                ));
             }
             let Some(payload) = available.get(frame::HEAD_LEN..frame::HEAD_LEN + head.len) else {
                 return Ok(());
@@ -564,7 +561,7 @@ impl Inner {
 
     fn handle(&mut self, head: FrameHead, payload: &[u8], me: usize) -> Result<(), RequestError> {
         if self.continuing.is_some() && head.kind != frame::CONTINUATION {
-            return Err(protocol(
+            return Err(RequestError::protocol(
                 "HTTP/2 header block interrupted before its CONTINUATION",
             ));
         }
@@ -576,10 +573,10 @@ impl Inner {
             frame::DATA => self.on_data(head, payload, lane, me),
             frame::HEADERS => {
                 if head.stream == 0 {
-                    return Err(protocol("HTTP/2 HEADERS frame on stream 0"));
+                    return Err(RequestError::protocol("HTTP/2 HEADERS frame on stream 0"));
                 }
                 let fragment = frame::unpad(payload, head.flags, true)
-                    .ok_or_else(|| protocol("HTTP/2 HEADERS padding longer than the frame"))?;
+                    .ok_or_else(|| RequestError::protocol("HTTP/2 HEADERS padding longer than the frame"))?;
                 let end_stream = head.flags & frame::END_STREAM != 0;
                 if head.flags & frame::END_HEADERS != 0 {
                     self.on_header_block(fragment, lane, end_stream, me)
@@ -592,10 +589,12 @@ impl Inner {
             }
             frame::CONTINUATION => {
                 let Some((stream, end_stream)) = self.continuing else {
-                    return Err(protocol("HTTP/2 CONTINUATION without a header block"));
+                    return Err(RequestError::protocol(
+                        "HTTP/2 CONTINUATION without a header block",
+                    ));
                 };
                 if stream != head.stream {
-                    return Err(protocol("HTTP/2 CONTINUATION on another stream"));
+                    return Err(RequestError::protocol("HTTP/2 CONTINUATION on another stream"));
                 }
                 self.block.extend_from_slice(payload);
                 if head.flags & frame::END_HEADERS == 0 {
@@ -609,7 +608,7 @@ impl Inner {
             }
             frame::RST_STREAM => {
                 if payload.len() != 4 {
-                    return Err(protocol("HTTP/2 RST_STREAM of the wrong size"));
+                    return Err(RequestError::protocol("HTTP/2 RST_STREAM of the wrong size"));
                 }
                 if let Some(lane) = lane {
                     let code = frame::read_u32(payload);
@@ -630,7 +629,7 @@ impl Inner {
             frame::SETTINGS => self.on_settings(head, payload, me),
             frame::PING => {
                 if payload.len() != 8 {
-                    return Err(protocol("HTTP/2 PING of the wrong size"));
+                    return Err(RequestError::protocol("HTTP/2 PING of the wrong size"));
                 }
                 if head.flags & frame::ACK == 0 {
                     frame::put_ping_ack(&mut self.wbuf, payload);
@@ -639,7 +638,7 @@ impl Inner {
             }
             frame::GOAWAY => {
                 if payload.len() < 8 {
-                    return Err(protocol("HTTP/2 GOAWAY too short"));
+                    return Err(RequestError::protocol("HTTP/2 GOAWAY too short"));
                 }
                 let last = frame::read_u31(payload);
                 self.closing = true;
@@ -652,7 +651,7 @@ impl Inner {
             }
             frame::WINDOW_UPDATE => {
                 if payload.len() != 4 {
-                    return Err(protocol("HTTP/2 WINDOW_UPDATE of the wrong size"));
+                    return Err(RequestError::protocol("HTTP/2 WINDOW_UPDATE of the wrong size"));
                 }
                 let increment = frame::read_u31(payload) as i64;
                 if head.stream == 0 {
@@ -663,7 +662,9 @@ impl Inner {
                 self.wake_senders(me);
                 Ok(())
             }
-            frame::PUSH_PROMISE => Err(protocol("HTTP/2 server push arrived though volley disabled it")),
+            frame::PUSH_PROMISE => Err(RequestError::protocol(
+                "HTTP/2 server push arrived though volley disabled it",
+            )),
             _ => Ok(()), // PRIORITY and unknown frame types are ignored
         }
     }
@@ -676,7 +677,7 @@ impl Inner {
         me: usize,
     ) -> Result<(), RequestError> {
         if head.stream == 0 {
-            return Err(protocol("HTTP/2 DATA frame on stream 0"));
+            return Err(RequestError::protocol("HTTP/2 DATA frame on stream 0"));
         }
         // Flow control counts whole frames, also those of cancelled streams.
         self.recv_unacked += head.len as u32;
@@ -685,7 +686,7 @@ impl Inner {
             self.recv_unacked = 0;
         }
         let data = frame::unpad(payload, head.flags, false)
-            .ok_or_else(|| protocol("HTTP/2 DATA padding longer than the frame"))?;
+            .ok_or_else(|| RequestError::protocol("HTTP/2 DATA padding longer than the frame"))?;
         let Some(lane) = lane else { return Ok(()) };
         let state = &mut self.lanes[lane];
         state.recv_unacked += head.len as u32;
@@ -728,7 +729,7 @@ impl Inner {
                     capture.add_header(&String::from_utf8_lossy(name), value);
                 }
             })
-            .map_err(|_| protocol("HTTP/2 response headers failed to decode (HPACK)"))?;
+            .map_err(|_| RequestError::protocol("HTTP/2 response headers failed to decode (HPACK)"))?;
         let Some(lane) = lane else { return Ok(()) };
         let state = &mut self.lanes[lane];
         match status {
@@ -738,7 +739,7 @@ impl Inner {
             Some(status) if state.status == 0 => state.status = status,
             Some(_) => {}
             None if state.status == 0 => {
-                let err = protocol("HTTP/2 response without a :status");
+                let err = RequestError::protocol("HTTP/2 response without a :status");
                 self.complete(lane, Err(Failure::Error(err)), me);
                 return Ok(());
             }
@@ -752,7 +753,7 @@ impl Inner {
 
     fn on_settings(&mut self, head: FrameHead, payload: &[u8], me: usize) -> Result<(), RequestError> {
         if head.stream != 0 || !payload.len().is_multiple_of(6) {
-            return Err(protocol("malformed HTTP/2 SETTINGS frame"));
+            return Err(RequestError::protocol("malformed HTTP/2 SETTINGS frame"));
         }
         if head.flags & frame::ACK != 0 {
             return Ok(());
@@ -775,7 +776,7 @@ impl Inner {
                 }
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
                     if value > frame::MAX_WINDOW {
-                        return Err(protocol("HTTP/2 initial window size above 2^31-1"));
+                        return Err(RequestError::protocol("HTTP/2 initial window size above 2^31-1"));
                     }
                     let delta = value as i64 - self.peer_window;
                     self.peer_window = value as i64;
@@ -786,7 +787,7 @@ impl Inner {
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
                     if !(frame::MAX_FRAME as u32..=(1 << 24) - 1).contains(&value) {
-                        return Err(protocol("HTTP/2 max frame size out of range"));
+                        return Err(RequestError::protocol("HTTP/2 max frame size out of range"));
                     }
                     self.peer_max_frame = value as usize;
                 }
