@@ -70,6 +70,15 @@ impl SeriesRow {
     }
 }
 
+/// A row the collector has completed, with what it was made from.
+pub struct FinishedRow {
+    pub row: SeriesRow,
+    /// Everything recorded in the interval.
+    pub snapshot: Snapshot,
+    /// Everything since the measured start, this interval included.
+    pub total: Snapshot,
+}
+
 /// A row still waiting for some workers.
 #[derive(Default)]
 struct PendingRow {
@@ -120,7 +129,7 @@ impl Collector {
     }
 
     /// A full interval from one worker.
-    pub fn interval(&mut self, worker: usize, index: u64, snapshot: &Snapshot) -> Vec<SeriesRow> {
+    pub fn interval(&mut self, worker: usize, index: u64, snapshot: &Snapshot) -> Vec<FinishedRow> {
         let end_s = (index + 1) as f64 * self.interval_s;
         self.add(index, snapshot, end_s);
         self.progress[worker] = Progress::Sent(index + 1);
@@ -134,7 +143,7 @@ impl Collector {
         index: u64,
         snapshot: &Snapshot,
         elapsed: Duration,
-    ) -> Vec<SeriesRow> {
+    ) -> Vec<FinishedRow> {
         self.add(index, snapshot, elapsed.as_secs_f64());
         self.progress[worker] = Progress::Finished;
         self.flush()
@@ -158,7 +167,7 @@ impl Collector {
     }
 
     /// Emits every row that no running worker can still add to.
-    fn flush(&mut self) -> Vec<SeriesRow> {
+    fn flush(&mut self) -> Vec<FinishedRow> {
         let mut emitted = Vec::new();
         loop {
             let index = self.next_row;
@@ -192,7 +201,11 @@ impl Collector {
             }
             self.total += &row.snapshot;
             self.series.push(series_row);
-            emitted.push(series_row);
+            emitted.push(FinishedRow {
+                row: series_row,
+                snapshot: row.snapshot,
+                total: self.total.clone(),
+            });
             self.next_row += 1;
         }
         emitted
@@ -225,17 +238,20 @@ mod tests {
         assert!(c.interval(0, 1, &snap(10)).is_empty());
         let rows = c.interval(1, 0, &snap(5));
         assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].requests, 15);
-        assert_eq!(rows[0].rps, 15.0);
+        assert_eq!(rows[0].row.requests, 15);
+        assert_eq!(rows[0].snapshot.requests, 15);
+        assert_eq!(rows[0].total.requests, 15);
+        assert_eq!(rows[0].row.rps, 15.0);
         // Worker 1 ends half-way through interval 1.
         let rows = c.finished(1, 1, &snap(2), Duration::from_millis(1500));
         assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].requests, 12);
+        assert_eq!(rows[0].row.requests, 12);
+        assert_eq!(rows[0].total.requests, 27);
         let rows = c.finished(0, 2, &snap(4), Duration::from_millis(2500));
         assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].t_s, rows[0].requests), (2.5, 4));
+        assert_eq!((rows[0].row.t_s, rows[0].row.requests), (2.5, 4));
         assert!(
-            (rows[0].rps - 8.0).abs() < 1e-9,
+            (rows[0].row.rps - 8.0).abs() < 1e-9,
             "a half interval doubles the rate"
         );
         assert_eq!(c.total.requests, 31);
@@ -246,7 +262,7 @@ mod tests {
     fn latencies_are_reported_in_ms() {
         let mut c = Collector::new(1, Duration::from_secs(1), LoadProfile::constant(1.0));
         let rows = c.finished(0, 0, &snap(3), Duration::from_secs(1));
-        assert_eq!(rows[0].p50, 1.0);
-        assert_eq!(rows[0].max, 1.0);
+        assert_eq!(rows[0].row.p50, 1.0);
+        assert_eq!(rows[0].row.max, 1.0);
     }
 }

@@ -39,6 +39,7 @@ pub fn run(duration: &str, stop: Arc<AtomicBool>) -> Result<Verdict> {
         file: None,
         html: None,
         detail: crate::report::text::Detail::Normal,
+        sinks: Default::default(),
     };
     let (_report, verdict) = execute(plan, &output, stop)?;
     let stats = server.stats();

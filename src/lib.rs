@@ -22,6 +22,7 @@ pub mod run;
 pub mod sample;
 pub mod scenario;
 pub mod server;
+pub mod sink;
 pub mod slo;
 pub mod step;
 pub mod sys;

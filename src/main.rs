@@ -213,6 +213,7 @@ fn output_of(args: &volley::cli::RunArgs) -> Output {
         file: args.output.clone(),
         html: args.html.clone(),
         detail,
+        sinks: Default::default(),
     }
 }
 

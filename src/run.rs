@@ -6,6 +6,7 @@ use crate::plan::Plan;
 use crate::report::live::LiveView;
 use crate::report::text::{self, Detail};
 use crate::report::{Report, RunReport};
+use crate::sink::{RunStart, SinkSpec, Sinks};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +21,8 @@ pub struct Output {
     /// Where to write the HTML report.
     pub html: Option<PathBuf>,
     pub detail: Detail,
+    /// The live dashboard and the metric outputs.
+    pub sinks: SinkSpec,
 }
 
 /// How an invocation ended, mapped to the exit code by `main`.
@@ -61,6 +64,7 @@ pub fn execute(
     stop: Arc<AtomicBool>,
 ) -> Result<(Report, Verdict), EngineError> {
     let _spawned = spawn_target(&mut plan)?;
+    let mut sinks = Sinks::start(&output.sinks).map_err(EngineError::Setup)?;
     // Each connection is a descriptor; leave room for the rest of the process.
     crate::sys::ensure_open_files(plan.connections as u64 + 64).map_err(EngineError::Setup)?;
     let mut report = Report::new(plan.clone(), SystemTime::now());
@@ -88,9 +92,16 @@ pub fn execute(
             live.step_names = scenario.stat_names.clone();
         }
         live.watching = plan.monitor_pid.is_some();
-        let (result, aborted_by) = run_watched(&plan, target, &stop, &mut live)?;
+        sinks.run_started(&RunStart {
+            index: i,
+            url: &target.url,
+            plan: &plan,
+            level: None,
+        });
+        let (result, aborted_by) = run_watched(&plan, target, &stop, &mut sinks.with(&mut live))?;
         live.finish();
         let run = RunReport::new(&target.url, &result, &plan);
+        sinks.run_finished(&run);
         if text {
             if output.detail == Detail::Quiet {
                 let _ = writeln!(stdout, "{}", target.url);
@@ -115,6 +126,7 @@ pub fn execute(
         }
     }
     finish_thresholds(&mut report, text);
+    sinks.finished(&report);
     save(&report, output)?;
     let dead = report.runs.iter().any(|r| r.summary.ok == 0);
     let verdict = Verdict::of(&report, dead);

@@ -13,6 +13,7 @@ use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, thousands};
 use crate::report::{Report, RunReport};
 use crate::run::{Output, Verdict, finish_thresholds, pause, run_watched, save};
+use crate::sink::{RunStart, Sinks};
 use crate::slo::{Criterion, parse_criteria};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -244,6 +245,7 @@ pub fn execute(
     stop: Arc<AtomicBool>,
 ) -> Result<(Report, Verdict), EngineError> {
     let spawned = crate::run::spawn_target(&mut step.plans[0])?;
+    let mut sinks = Sinks::start(&output.sinks).map_err(EngineError::Setup)?;
     let watched = step.plans[0].monitor_pid;
     for plan in &mut step.plans {
         plan.monitor_pid = watched;
@@ -273,17 +275,24 @@ pub fn execute(
             report.interrupted = true;
             break;
         }
+        sinks.run_started(&RunStart {
+            index: i,
+            url: &url,
+            plan,
+            level: Some(*level),
+        });
         let (result, aborted_by) = if text {
             let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.duration);
             live.watching = plan.monitor_pid.is_some();
-            let watched = run_watched(plan, &plan.targets[0], &stop, &mut live)?;
+            let watched = run_watched(plan, &plan.targets[0], &stop, &mut sinks.with(&mut live))?;
             live.finish();
             watched
         } else {
-            run_watched(plan, &plan.targets[0], &stop, &mut Silent)?
+            run_watched(plan, &plan.targets[0], &stop, &mut sinks.with(&mut Silent))?
         };
         let mut run = RunReport::new(&url, &result, plan);
         run.load = Some(*level);
+        sinks.run_finished(&run);
         let row = level_row(*level, &run, &step.slo);
         if text {
             println!(
@@ -318,6 +327,7 @@ pub fn execute(
     report.step = Some(step_report);
     drop(spawned);
     finish_thresholds(&mut report, text);
+    sinks.finished(&report);
     save(&report, output)?;
     // Levels past the knee may well fail entirely; only a target that never
     // answered is dead.

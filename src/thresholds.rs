@@ -121,6 +121,10 @@ impl Observer for AbortOnFail<'_> {
         }
     }
 
+    fn interval_snapshot(&mut self, interval: &Snapshot, total: &Snapshot) {
+        self.inner.interval_snapshot(interval, total);
+    }
+
     fn tick(&mut self, elapsed: Duration, so_far: &Snapshot, last: Option<&SeriesRow>) {
         // Keep the latest totals for the next row's judgement.
         self.totals = so_far.clone();

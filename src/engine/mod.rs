@@ -13,7 +13,7 @@ pub mod protocol;
 pub mod timer;
 pub mod worker;
 
-use crate::collector::{Collector, SeriesRow};
+use crate::collector::{Collector, FinishedRow, SeriesRow};
 use crate::http1::RequestBytes;
 use crate::http2::H2Request;
 use crate::plan::{Plan, StatusSet, Warmup, share};
@@ -161,6 +161,11 @@ pub trait Observer {
     fn warmup_done(&mut self, _warmup: &PhaseSummary) {}
     /// A finished interval: the totals, and each scenario step's row.
     fn row(&mut self, _row: &SeriesRow, _steps: &[SeriesRow]) {}
+    /// The same finished interval in full (its histograms, statuses and
+    /// errors by kind), called right after [`Observer::row`], with the run's
+    /// totals up to and including it: what the metric outputs export. Once
+    /// per interval, never per request.
+    fn interval_snapshot(&mut self, _interval: &Snapshot, _total: &Snapshot) {}
     /// Called a few times a second during the measured phase.
     fn tick(&mut self, _elapsed: Duration, _so_far: &Snapshot, _last: Option<&SeriesRow>) {}
 }
@@ -191,16 +196,18 @@ fn worker_limit(plan: &Plan, worker: usize, requests: Option<u64>, duration: Opt
     Limit { requests, duration }
 }
 
-/// Hands newly finished rows to the observer with their steps' rows.
-fn emit(collector: &Collector, rows: &[SeriesRow], observer: &mut dyn Observer) {
+/// Hands newly finished rows to the observer with their steps' rows, their
+/// full snapshots and the totals up to each.
+fn emit(collector: &Collector, rows: &[FinishedRow], observer: &mut dyn Observer) {
     let first = collector.series.len() - rows.len();
-    for (i, row) in rows.iter().enumerate() {
+    for (i, finished) in rows.iter().enumerate() {
         let steps: Vec<SeriesRow> = collector
             .step_series
             .iter()
             .filter_map(|series| series.get(first + i).copied())
             .collect();
-        observer.row(row, &steps);
+        observer.row(&finished.row, &steps);
+        observer.interval_snapshot(&finished.snapshot, &finished.total);
     }
 }
 

@@ -1,0 +1,180 @@
+//! Where a run's results go besides the terminal and the report files: the
+//! live dashboard and the metric outputs.
+//!
+//! Results leave a run at one point, the collector's per-interval stream
+//! (`shared/architecture.md`): every sink is an [`Observer`] of it, so the
+//! terminal view, the outputs and the final report agree by construction.
+//! Sinks run on the collecting thread, once per interval, never per request;
+//! one that talks to the network must hand its work to its own thread through
+//! a bounded queue and never block the run.
+
+use crate::collector::SeriesRow;
+use crate::engine::{Observer, PhaseSummary};
+use crate::plan::Plan;
+use crate::recorder::Snapshot;
+use crate::report::{Report, RunReport};
+use std::time::Duration;
+
+/// What the command line asked for beyond the terminal and the report files.
+#[derive(Clone, Debug, Default)]
+pub struct SinkSpec {}
+
+/// A run about to start: one URL of `volley run` or a plan, or one level of
+/// `volley step`.
+pub struct RunStart<'a> {
+    /// Its position in the invocation (0 for the first URL or level).
+    pub index: usize,
+    pub url: &'a str,
+    pub plan: &'a Plan,
+    /// `volley step`: the level of load of this run.
+    pub level: Option<f64>,
+}
+
+/// A destination for results: fed every interval as an [`Observer`], and
+/// told where each run starts and ends and when the invocation is over.
+pub trait Sink: Observer {
+    fn run_started(&mut self, _run: &RunStart) {}
+    fn run_finished(&mut self, _run: &RunReport) {}
+    /// The invocation is over; the report is final. A sink flushes what it
+    /// still holds here, within a bounded time.
+    fn finished(&mut self, _report: &Report) {}
+}
+
+/// The sinks of one invocation.
+#[derive(Default)]
+pub struct Sinks(Vec<Box<dyn Sink>>);
+
+impl Sinks {
+    /// Starts the sinks the command line asked for.
+    pub fn start(_spec: &SinkSpec) -> Result<Sinks, String> {
+        Ok(Sinks::default())
+    }
+
+    pub fn push(&mut self, sink: Box<dyn Sink>) {
+        self.0.push(sink);
+    }
+
+    pub fn run_started(&mut self, run: &RunStart) {
+        self.0.iter_mut().for_each(|s| s.run_started(run));
+    }
+
+    pub fn run_finished(&mut self, run: &RunReport) {
+        self.0.iter_mut().for_each(|s| s.run_finished(run));
+    }
+
+    pub fn finished(&mut self, report: &Report) {
+        self.0.iter_mut().for_each(|s| s.finished(report));
+    }
+
+    /// An observer that feeds `first` (the terminal view) and then every sink.
+    pub fn with<'a>(&'a mut self, first: &'a mut dyn Observer) -> Fanout<'a> {
+        Fanout { first, sinks: self }
+    }
+}
+
+/// Forwards each observation to the terminal view, then to every sink.
+pub struct Fanout<'a> {
+    first: &'a mut dyn Observer,
+    sinks: &'a mut Sinks,
+}
+
+impl Observer for Fanout<'_> {
+    fn warmup_done(&mut self, warmup: &PhaseSummary) {
+        self.first.warmup_done(warmup);
+        self.sinks.0.iter_mut().for_each(|s| s.warmup_done(warmup));
+    }
+
+    fn row(&mut self, row: &SeriesRow, steps: &[SeriesRow]) {
+        self.first.row(row, steps);
+        self.sinks.0.iter_mut().for_each(|s| s.row(row, steps));
+    }
+
+    fn interval_snapshot(&mut self, interval: &Snapshot, total: &Snapshot) {
+        self.first.interval_snapshot(interval, total);
+        self.sinks
+            .0
+            .iter_mut()
+            .for_each(|s| s.interval_snapshot(interval, total));
+    }
+
+    fn tick(&mut self, elapsed: Duration, so_far: &Snapshot, last: Option<&SeriesRow>) {
+        self.first.tick(elapsed, so_far, last);
+        self.sinks
+            .0
+            .iter_mut()
+            .for_each(|s| s.tick(elapsed, so_far, last));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::Recorder;
+    use crate::sample::{Outcome, Sample};
+
+    /// Counts what reaches it.
+    #[derive(Default)]
+    struct Counting {
+        rows: usize,
+        requests_seen: u64,
+        total_seen: u64,
+    }
+
+    impl Observer for Counting {
+        fn row(&mut self, _row: &SeriesRow, _steps: &[SeriesRow]) {
+            self.rows += 1;
+        }
+        fn interval_snapshot(&mut self, interval: &Snapshot, total: &Snapshot) {
+            self.requests_seen += interval.requests;
+            self.total_seen = total.requests;
+        }
+    }
+
+    /// Shares its counts with the test through a pointer it does not own.
+    struct Probe(std::rc::Rc<std::cell::RefCell<Counting>>);
+    impl Observer for Probe {
+        fn row(&mut self, row: &SeriesRow, steps: &[SeriesRow]) {
+            self.0.borrow_mut().row(row, steps);
+        }
+        fn interval_snapshot(&mut self, interval: &Snapshot, total: &Snapshot) {
+            self.0.borrow_mut().interval_snapshot(interval, total);
+        }
+    }
+    impl Sink for Probe {}
+
+    #[test]
+    fn fanout_feeds_the_terminal_view_and_every_sink() {
+        let mut rec = Recorder::default();
+        for _ in 0..3 {
+            rec.record(&Sample {
+                latency_us: 100,
+                service_us: 100,
+                bytes: 1,
+                outcome: Outcome::Ok { status: 200 },
+            });
+        }
+        let snap = rec.take();
+        let probes: Vec<_> = (0..2).map(|_| std::rc::Rc::default()).collect();
+        let mut sinks = Sinks::default();
+        for p in &probes {
+            sinks.push(Box::new(Probe(std::rc::Rc::clone(p))));
+        }
+        let mut collector = crate::collector::Collector::new(
+            1,
+            Duration::from_secs(1),
+            crate::engine::profile::LoadProfile::constant(1.0),
+        );
+        let rows = collector.finished(0, 0, &snap, Duration::from_secs(1));
+        let mut terminal = Counting::default();
+        {
+            let mut fan = sinks.with(&mut terminal);
+            fan.row(&rows[0].row, &[]);
+            fan.interval_snapshot(&rows[0].snapshot, &rows[0].total);
+        }
+        assert_eq!((terminal.rows, terminal.requests_seen), (1, 3));
+        for p in &probes {
+            let seen = p.borrow();
+            assert_eq!((seen.rows, seen.requests_seen, seen.total_seen), (1, 3, 3));
+        }
+    }
+}
