@@ -101,6 +101,7 @@ fn run_hostile(addr: SocketAddr, extra: &[&str]) -> Value {
     assert!(took < limit, "volley {args:?} took {took:?}: {}", stderr(&out));
     let s = summary(&report).clone();
     let rss = num(&s["tool_cpu"]["peak_rss_bytes"]);
+    eprintln!("hostile run {args:?}: {took:?}, peak RSS {rss} bytes");
     assert!(rss > 0.0 && rss < MAX_RSS, "peak RSS {rss} bytes for {args:?}");
     assert!(num(&s["requests"]) >= 1.0, "{s}");
     s
