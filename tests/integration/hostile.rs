@@ -48,7 +48,12 @@ fn read_request_head(conn: &mut TcpStream) -> bool {
 
 /// Writes `unit` over and over, in large writes, until volley goes away.
 fn blast(conn: &mut TcpStream, unit: &[u8]) {
-    let block: Vec<u8> = unit.iter().copied().cycle().take(unit.len() * (65_536 / unit.len()).max(1)).collect();
+    let block: Vec<u8> = unit
+        .iter()
+        .copied()
+        .cycle()
+        .take(unit.len() * (65_536 / unit.len()).max(1))
+        .collect();
     while conn.write_all(&block).is_ok() {}
 }
 
