@@ -15,7 +15,9 @@ use std::ops::AddAssign;
 pub const LATENCY_MAX_US: u64 = 3_600_000_000;
 
 /// Status codes are counted in a flat array indexed by code.
-const STATUS_SLOTS: usize = 600;
+/// HTTP/1.1 and HTTP/2 status codes have three digits, so every code a
+/// server can send has its own slot.
+const STATUS_SLOTS: usize = 1000;
 
 /// Creates the latency histogram every recorder and report uses.
 pub fn new_latency_histogram() -> Histogram<u64> {

@@ -18,6 +18,7 @@ use tokio_rustls::TlsConnector;
 
 mod errors;
 mod insecure;
+mod pinned;
 pub use errors::describe;
 use insecure::AcceptAnyCertificate;
 
@@ -31,6 +32,10 @@ pub struct TlsOptions {
     /// Its certificates, trusted besides the system's roots.
     #[serde(skip)]
     pub extra_roots: RootCertStore,
+    /// The `--cacert` certificates themselves: a server presenting one of
+    /// them is trusted as is (see [`pinned`]).
+    #[serde(skip)]
+    pub pinned: Vec<CertificateDer<'static>>,
     /// `--cert` and `--key` as given.
     pub cert: Option<String>,
     pub key: Option<String>,
@@ -50,8 +55,10 @@ impl TlsOptions {
     /// Reads and checks the files the flags name; every error is one line.
     pub fn from_args(args: &RunArgs) -> Result<TlsOptions, String> {
         let mut extra_roots = RootCertStore::empty();
+        let mut pinned = Vec::new();
         if let Some(path) = &args.cacert {
             for (i, cert) in read_certificates("--cacert", path)?.into_iter().enumerate() {
+                pinned.push(cert.clone());
                 extra_roots.add(cert).map_err(|e| {
                     format!(
                         "--cacert '{}': certificate {} is not a usable CA certificate: {e}",
@@ -84,6 +91,7 @@ impl TlsOptions {
             insecure: args.insecure,
             cacert: shown(&args.cacert),
             extra_roots,
+            pinned,
             cert: shown(&args.cert),
             key: shown(&args.key),
             identity,
@@ -178,8 +186,21 @@ impl TlsSetup {
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-        } else {
+        } else if options.pinned.is_empty() {
             builder.with_root_certificates(trust_roots(options)?)
+        } else {
+            let verified = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(trust_roots(options)?),
+                provider,
+            )
+            .build()
+            .map_err(|e| format!("TLS setup failed: {e}"))?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(pinned::PinnedOrVerified {
+                    verified,
+                    pinned: options.pinned.clone(),
+                }))
         };
         let mut config = match &options.identity {
             Some(identity) => builder

@@ -38,14 +38,18 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
         true => Some(TlsSetup::new(target, &plan.tls, &[ALPN_H2, ALPN_HTTP1])?),
         false => None,
     };
-    let protocol = match (plan.http, &offering_both) {
-        (HttpVersion::Http1, _) | (HttpVersion::Auto, None) => Protocol::Http1,
-        (HttpVersion::Http2, _) => Protocol::Http2,
+    let (protocol, probe_failed) = match (plan.http, &offering_both) {
+        (HttpVersion::Http1, _) | (HttpVersion::Auto, None) => (Protocol::Http1, None),
+        (HttpVersion::Http2, _) => (Protocol::Http2, None),
         (HttpVersion::Auto, Some(tls)) => probe(plan, target, tls.clone())?,
     };
     if protocol == Protocol::Http1 && plan.streams > 1 {
-        return Err(match (plan.http, target.tls) {
-            (HttpVersion::Auto, true) => format!(
+        return Err(match (plan.http, target.tls, probe_failed) {
+            (HttpVersion::Auto, true, Some(why)) => format!(
+                "--streams needs HTTP/2, but the probe connection to {} failed: {why}",
+                target.origin
+            ),
+            (HttpVersion::Auto, true, None) => format!(
                 "--streams needs HTTP/2, but {} chose HTTP/1.1 in the TLS handshake",
                 target.origin
             ),
@@ -66,8 +70,10 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
 }
 
 /// Offers both by ALPN on one connection and keeps the server's choice;
-/// a target that cannot be reached is left to the run to report.
-fn probe(plan: &Plan, target: &Target, tls: TlsSetup) -> Result<Protocol, String> {
+/// a target that cannot be reached is left to the run to report, but the
+/// probe's own error is returned beside HTTP/1.1 so a message that depends
+/// on the choice can name the real cause.
+fn probe(plan: &Plan, target: &Target, tls: TlsSetup) -> Result<(Protocol, Option<String>), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -77,9 +83,14 @@ fn probe(plan: &Plan, target: &Target, tls: TlsSetup) -> Result<Protocol, String
     let unrecorded = RefCell::new(Recorder::with_steps(0));
     let chosen = runtime.block_on(async {
         match connector.connect(&unrecorded).await {
-            Ok(Stream::Tls(stream)) => stream.get_ref().1.alpn_protocol() == Some(ALPN_H2),
-            _ => false,
+            Ok(Stream::Tls(stream)) if stream.get_ref().1.alpn_protocol() == Some(ALPN_H2) => Ok(true),
+            Ok(_) => Ok(false),
+            Err(err) => Err(err.message()),
         }
     });
-    Ok(if chosen { Protocol::Http2 } else { Protocol::Http1 })
+    Ok(match chosen {
+        Ok(true) => (Protocol::Http2, None),
+        Ok(false) => (Protocol::Http1, None),
+        Err(why) => (Protocol::Http1, Some(why)),
+    })
 }

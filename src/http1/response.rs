@@ -65,6 +65,12 @@ const MAX_HEAD: usize = 256 * 1024;
 /// more is parsed again with [`MAX_HEADERS`] slots on the heap (rare path).
 const STACK_HEADERS: usize = 32;
 const MAX_HEADERS: usize = 256;
+/// A response read yields to the runtime after this many reads that found
+/// bytes waiting: a server that sends faster than volley parses (endless
+/// 1-byte chunks, a huge body on loopback) never leaves the socket empty,
+/// and without a yield the request timeout and the run's deadline would
+/// never get a turn. A normal response takes one or two reads.
+const YIELD_READS: u32 = 32;
 
 /// What a scenario keeps of a response: Set-Cookie values always, and with
 /// `full` (the response is assigned to a variable) every header and the body.
@@ -176,6 +182,8 @@ pub struct ResponseReader {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// Reads since this response began or the loop last yielded.
+    reads: u32,
 }
 
 impl Default for ResponseReader {
@@ -184,6 +192,7 @@ impl Default for ResponseReader {
             buf: vec![0; INITIAL_BUFFER],
             start: 0,
             end: 0,
+            reads: 0,
         }
     }
 }
@@ -197,6 +206,16 @@ impl ResponseReader {
     pub fn clear(&mut self) {
         self.start = 0;
         self.end = 0;
+    }
+
+    /// Counts one read; every [`YIELD_READS`] reads gives the runtime (its
+    /// timers, the other connections) a turn.
+    async fn pace(&mut self) {
+        self.reads += 1;
+        if self.reads >= YIELD_READS {
+            self.reads = 0;
+            tokio::task::yield_now().await;
+        }
     }
 
     fn buffered(&self) -> &[u8] {
@@ -223,6 +242,7 @@ impl ResponseReader {
             .await
             .map_err(RequestError::from_io)?;
         self.end += n;
+        self.pace().await;
         Ok(n)
     }
 
@@ -245,6 +265,7 @@ impl ResponseReader {
         mut capture: Option<&mut Capture>,
     ) -> Result<ResponseHead, RequestError> {
         let mut bytes = 0u64;
+        self.reads = 0;
         loop {
             let (head_len, status, framing, close) = self.read_head(stream, head_request).await?;
             if let Some(capture) = capture.as_deref_mut() {
@@ -314,6 +335,7 @@ impl ResponseReader {
                 }
                 got => left -= got as u64,
             }
+            self.pace().await;
         }
         Ok(n)
     }
@@ -331,6 +353,7 @@ impl ResponseReader {
                 0 => return Ok(total),
                 got => total += got as u64,
             }
+            self.pace().await;
         }
     }
 
@@ -344,6 +367,11 @@ impl ResponseReader {
         let mut total = 0u64;
         loop {
             let size = loop {
+                // httparse reads an empty size line as 0; RFC 9112 wants
+                // at least one hex digit.
+                if self.buffered().first().is_some_and(|b| !b.is_ascii_hexdigit()) {
+                    return Err(RequestError::protocol("invalid chunk size line"));
+                }
                 match httparse::parse_chunk_size(self.buffered()) {
                     Ok(httparse::Status::Complete((used, size))) => {
                         self.start += used;
@@ -450,9 +478,13 @@ fn interpret(
     for header in response.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("content-length") {
+            // Digits only (RFC 9112 section 6.3): Rust's parser would also
+            // take a sign, `+2`.
             let value = std::str::from_utf8(header.value)
                 .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(str::trim)
+                .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse::<u64>().ok())
                 .ok_or_else(|| RequestError::protocol("invalid Content-Length"))?;
             if length.is_some_and(|l| l != value) {
                 return Err(RequestError::protocol("conflicting Content-Length headers"));
@@ -668,5 +700,13 @@ mod tests {
         assert_eq!(short.kind, ErrorKind::Reset);
         let bad_len = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"], false).unwrap_err();
         assert_eq!(bad_len.kind, ErrorKind::Protocol);
+        let signed = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nab"], false).unwrap_err();
+        assert_eq!(signed.kind, ErrorKind::Protocol);
+        let empty_size = read(
+            &[b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n"],
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(empty_size.kind, ErrorKind::Protocol);
     }
 }

@@ -49,6 +49,24 @@ const LAST_STREAM_ID: u32 = (1 << 31) - 64;
 /// Windows volley grants are the largest allowed; it returns what the server
 /// used once half is gone, so flow control never stalls a response.
 const REFILL_AT: u32 = frame::MAX_WINDOW / 2;
+/// A lane yields to the runtime after this many reads in one poll that
+/// found bytes waiting: a server that sends frames faster than they are
+/// handled (endless interim HEADERS, empty DATA frames) never leaves the
+/// socket empty, and the request timeout, the run's deadline and the
+/// worker's flush must still get their turn.
+const YIELD_READS: u32 = 32;
+/// Control-frame replies (PING and SETTINGS acknowledgements) that may wait
+/// unwritten. A server that sends more without reading the replies is
+/// flooding the connection (the attacks servers guard against the same
+/// way): it is a connection error, not a reason to grow the write buffer.
+const MAX_PENDING_ACKS: u32 = 4096;
+/// Past half of [`MAX_PENDING_ACKS`] the replies are written at once
+/// rather than at the worker's next flush.
+const FLUSH_ACKS_AT: u32 = MAX_PENDING_ACKS / 2;
+/// The largest response header list volley accepts, advertised as
+/// SETTINGS_MAX_HEADER_LIST_SIZE; a header block (HEADERS plus its
+/// CONTINUATION frames) is capped at the same size.
+pub const MAX_HEADER_LIST: usize = 256 * 1024;
 
 #[derive(Default)]
 struct LaneState {
@@ -134,6 +152,9 @@ struct Inner {
     block: Vec<u8>,
     continuing: Option<(u32, bool)>,
     capacity_waiters: Vec<Waker>,
+    /// PING and SETTINGS acknowledgements queued since the write buffer
+    /// was last written out whole.
+    pending_acks: u32,
 }
 
 /// One HTTP/2 connection, shared by the lanes of one [`super::Home`].
@@ -202,6 +223,7 @@ impl Conn {
             &[
                 (frame::SETTINGS_ENABLE_PUSH, 0),
                 (frame::SETTINGS_INITIAL_WINDOW_SIZE, frame::MAX_WINDOW),
+                (frame::SETTINGS_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST as u32),
             ],
         );
         frame::put_window_update(&mut wbuf, 0, frame::MAX_WINDOW - 65_535);
@@ -232,6 +254,7 @@ impl Conn {
                 block: Vec::new(),
                 continuing: None,
                 capacity_waiters: Vec::new(),
+                pending_acks: 0,
             }),
         })
     }
@@ -365,11 +388,30 @@ impl Inner {
         // lane's own response is in: the whole batch of responses that has
         // arrived is handled before the worker's flush, so the requests it
         // frees go out in one write.
+        let mut reads = 0u32;
         loop {
             if inner.dead && inner.lanes[lane].result.is_some() {
                 return Poll::Ready(inner.finish(lane));
             }
             inner.send_body(lane, body);
+            if inner.pending_acks >= FLUSH_ACKS_AT
+                && let Poll::Ready(Err(err)) = inner.poll_flush(cx)
+            {
+                inner.die(RequestError::from_io(err), lane);
+                continue;
+            }
+            reads += 1;
+            if reads > YIELD_READS {
+                // The socket still has bytes: come back after the runtime
+                // has run its timers and the other lanes.
+                inner.driver = Some(lane);
+                if inner.lanes[lane].result.is_some() {
+                    return Poll::Ready(inner.finish(lane));
+                }
+                inner.lanes[lane].waker = Some(cx.waker().clone());
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             match inner.poll_fill(cx) {
                 Poll::Ready(Ok(0)) => inner.die(
                     RequestError::new(
@@ -504,6 +546,7 @@ impl Inner {
         }
         self.wbuf.clear();
         self.wpos = 0;
+        self.pending_acks = 0;
         Pin::new(&mut self.io).poll_flush(cx)
     }
 
@@ -565,6 +608,16 @@ impl Inner {
                 "HTTP/2 header block interrupted before its CONTINUATION",
             ));
         }
+        // A stream volley has not opened yet is idle: a frame on it (other
+        // than PRIORITY) is a connection error (RFC 9113 section 5.1).
+        if head.stream >= self.next_id
+            && head.kind != frame::PRIORITY_FRAME
+            && head.kind <= frame::CONTINUATION
+        {
+            return Err(RequestError::protocol(
+                "HTTP/2 frame on a stream volley never opened",
+            ));
+        }
         let lane = self.lane_of(head.stream).filter(|_| head.stream != 0);
         if let Some(lane) = lane {
             self.lanes[lane].bytes += (frame::HEAD_LEN + head.len) as u64;
@@ -595,6 +648,11 @@ impl Inner {
                 };
                 if stream != head.stream {
                     return Err(RequestError::protocol("HTTP/2 CONTINUATION on another stream"));
+                }
+                if self.block.len() + payload.len() > MAX_HEADER_LIST {
+                    return Err(RequestError::protocol(
+                        "HTTP/2 header block larger than 256 KiB (endless CONTINUATION frames)",
+                    ));
                 }
                 self.block.extend_from_slice(payload);
                 if head.flags & frame::END_HEADERS == 0 {
@@ -632,6 +690,9 @@ impl Inner {
                     return Err(RequestError::protocol("HTTP/2 PING of the wrong size"));
                 }
                 if head.flags & frame::ACK == 0 {
+                    self.count_ack(
+                        "the server flooded the HTTP/2 connection with PING frames without reading the replies",
+                    )?;
                     frame::put_ping_ack(&mut self.wbuf, payload);
                 }
                 Ok(())
@@ -654,10 +715,29 @@ impl Inner {
                     return Err(RequestError::protocol("HTTP/2 WINDOW_UPDATE of the wrong size"));
                 }
                 let increment = frame::read_u31(payload) as i64;
+                let max = frame::MAX_WINDOW as i64;
                 if head.stream == 0 {
+                    if increment == 0 {
+                        return Err(RequestError::protocol("HTTP/2 WINDOW_UPDATE of zero"));
+                    }
                     self.send_window += increment;
+                    if self.send_window > max {
+                        return Err(RequestError::protocol(
+                            "HTTP/2 WINDOW_UPDATE overflowed the window",
+                        ));
+                    }
                 } else if let Some(lane) = lane {
-                    self.lanes[lane].send_window += increment;
+                    let window = &mut self.lanes[lane].send_window;
+                    *window += increment;
+                    if increment == 0 || *window > max {
+                        let what = if increment == 0 {
+                            "HTTP/2 WINDOW_UPDATE of zero on the stream"
+                        } else {
+                            "HTTP/2 WINDOW_UPDATE overflowed the stream's window"
+                        };
+                        self.complete(lane, Err(Failure::Error(RequestError::protocol(what))), me);
+                        frame::put_rst_stream(&mut self.wbuf, head.stream, frame::PROTOCOL_ERROR);
+                    }
                 }
                 self.wake_senders(me);
                 Ok(())
@@ -717,11 +797,21 @@ impl Inner {
         // Set-Cookie is kept from every response a plan reads, the rest only
         // for captured ones; neither when nobody captures.
         let wanted = capture.is_some();
+        // The header list size (RFC 9113 section 6.5.2) of what is kept; a
+        // server past the limit volley advertised is not copied further.
+        let mut listed = 0usize;
         self.decoder
             .decode(block, wanted, |name, value| {
+                listed += name.len() + value.len() + 32;
+                if listed > MAX_HEADER_LIST {
+                    return;
+                }
                 if name == b":status" {
-                    status = std::str::from_utf8(value)
-                        .ok()
+                    // Three digits, as in HTTP/1.1; anything else is
+                    // treated as a missing status.
+                    status = Some(value)
+                        .filter(|v| v.len() == 3 && v.iter().all(u8::is_ascii_digit))
+                        .and_then(|v| std::str::from_utf8(v).ok())
                         .and_then(|s| s.parse::<u16>().ok());
                 } else if let Some(capture) = capture.as_deref_mut()
                     && !name.starts_with(b":")
@@ -730,6 +820,11 @@ impl Inner {
                 }
             })
             .map_err(|_| RequestError::protocol("HTTP/2 response headers failed to decode (HPACK)"))?;
+        if listed > MAX_HEADER_LIST {
+            return Err(RequestError::protocol(
+                "HTTP/2 response header list larger than the 256 KiB volley allows",
+            ));
+        }
         let Some(lane) = lane else { return Ok(()) };
         let state = &mut self.lanes[lane];
         match status {
@@ -737,6 +832,13 @@ impl Inner {
             // response follows.
             Some(100..=199) if !end_stream => return Ok(()),
             Some(status) if state.status == 0 => state.status = status,
+            // After the final response only trailers (ending the stream)
+            // may follow.
+            Some(_) if !end_stream => {
+                let err = RequestError::protocol("HTTP/2 second final response HEADERS on one stream");
+                self.complete(lane, Err(Failure::Error(err)), me);
+                return Ok(());
+            }
             Some(_) => {}
             None if state.status == 0 => {
                 let err = RequestError::protocol("HTTP/2 response without a :status");
@@ -794,7 +896,19 @@ impl Inner {
                 _ => {}
             }
         }
+        self.count_ack(
+            "the server flooded the HTTP/2 connection with SETTINGS frames without reading the replies",
+        )?;
         frame::put_settings_ack(&mut self.wbuf);
+        Ok(())
+    }
+
+    /// Counts one queued acknowledgement; too many unwritten is a flood.
+    fn count_ack(&mut self, flood: &'static str) -> Result<(), RequestError> {
+        if self.pending_acks >= MAX_PENDING_ACKS {
+            return Err(RequestError::protocol(flood));
+        }
+        self.pending_acks += 1;
         Ok(())
     }
 

@@ -15,6 +15,7 @@ pub const PING: u8 = 0x6;
 pub const GOAWAY: u8 = 0x7;
 pub const WINDOW_UPDATE: u8 = 0x8;
 pub const CONTINUATION: u8 = 0x9;
+pub const PRIORITY_FRAME: u8 = 0x2;
 
 pub const END_STREAM: u8 = 0x1;
 pub const ACK: u8 = 0x1;
@@ -27,10 +28,12 @@ pub const SETTINGS_ENABLE_PUSH: u16 = 0x2;
 pub const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
+pub const SETTINGS_MAX_HEADER_LIST_SIZE: u16 = 0x6;
 
 /// RST_STREAM / GOAWAY codes volley acts on.
 pub const REFUSED_STREAM: u32 = 0x7;
 pub const CANCEL: u32 = 0x8;
+pub const PROTOCOL_ERROR: u32 = 0x1;
 
 /// The largest flow-control window.
 pub const MAX_WINDOW: u32 = (1 << 31) - 1;

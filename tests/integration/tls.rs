@@ -476,3 +476,52 @@ fn bad_tls_or_connect_flags_are_one_line_usage_errors() {
         stderr(&out)
     );
 }
+
+/// Writes `cert` as PEM into `dir` and returns the file's path.
+fn pem_file(dir: &tempfile::TempDir, cert: &CertificateDer<'_>) -> String {
+    use base64::Engine;
+    let body = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
+    let lines: Vec<&str> = body
+        .as_bytes()
+        .chunks(64)
+        .map(|l| std::str::from_utf8(l).unwrap())
+        .collect();
+    let path = dir.path().join("pinned.pem");
+    let pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    );
+    std::fs::write(&path, pem).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn cacert_pins_the_exact_self_signed_ca_certificate() {
+    let leaf = self_signed_ca();
+    let dir = tempfile::tempdir().unwrap();
+    let pinned = pem_file(&dir, &leaf.chain[0]);
+    let server = serve(server_config(leaf));
+    let url = format!("https://localhost:{}/", server.port());
+    all_ok(10, &["-c", "1", "--cacert", &pinned, &url]);
+    // Another self-signed CA certificate is not the server's: still refused.
+    let other = tempfile::tempdir().unwrap();
+    let unrelated = pem_file(&other, &self_signed_ca().chain[0]);
+    let example = all_tls_errors(2, &["-c", "1", "--cacert", &unrelated, &url]);
+    assert!(
+        example.starts_with("the server's certificate is a CA certificate"),
+        "{example}"
+    );
+}
+
+#[test]
+fn a_failed_alpn_probe_reports_its_real_error() {
+    let server = serve(server_config(self_signed()));
+    let url = format!("https://localhost:{}/", server.port());
+    let out = volley(&["run", "-n", "4", "--streams", "2", &url]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("probe connection") && err.contains("unknown issuer") && !err.contains("chose HTTP/1.1"),
+        "{err}"
+    );
+}

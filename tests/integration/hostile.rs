@@ -1,0 +1,239 @@
+//! Hostile and broken targets: small servers of our own on 127.0.0.1 port 0,
+//! each misbehaving in one way a real server (or an attacker) might. Every
+//! run must end within its `-d` plus a small grace, keep its memory bounded,
+//! write its JSON report and count the right error kind or status.
+
+use super::support::{exclusive, num, stderr, summary, volley_json};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// How long each hostile run is asked to last, and its per-request timeout.
+const RUN: &str = "2s";
+const TIMEOUT: &str = "500ms";
+/// The run may overrun `-d` by this much (start-up, report, a loaded CI
+/// machine); before the fix these runs never ended at all.
+const GRACE: Duration = Duration::from_secs(4);
+/// Peak resident memory a hostile run may reach (an idle run stays near
+/// 10 MiB; the floods grew about 1 GB/s).
+const MAX_RSS: f64 = 150.0 * 1024.0 * 1024.0;
+
+/// Serves every connection on its own thread with `behave`. The threads
+/// end when volley closes the connection (their writes fail).
+fn serve(behave: fn(TcpStream)) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || behave(conn));
+        }
+    });
+    addr
+}
+
+/// Reads until the end of an HTTP/1.1 request head (volley's requests here
+/// have no body).
+fn read_request_head(conn: &mut TcpStream) -> bool {
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1024];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut byte) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => seen.extend_from_slice(&byte[..n]),
+        }
+    }
+    true
+}
+
+/// Writes `unit` over and over, in large writes, until volley goes away.
+fn blast(conn: &mut TcpStream, unit: &[u8]) {
+    let block: Vec<u8> = unit
+        .iter()
+        .copied()
+        .cycle()
+        .take(unit.len() * (65_536 / unit.len()).max(1))
+        .collect();
+    while conn.write_all(&block).is_ok() {}
+}
+
+/// An HTTP/2 frame.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The server side of an h2c start: reads the client preface and frames
+/// until the first HEADERS (whose stream id it returns), and sends an empty
+/// SETTINGS frame.
+fn h2_accept(conn: &mut TcpStream) -> Option<u32> {
+    let mut preface = [0u8; 24];
+    conn.read_exact(&mut preface).ok()?;
+    conn.write_all(&frame(0x4, 0, 0, &[])).ok()?;
+    loop {
+        let mut head = [0u8; 9];
+        conn.read_exact(&mut head).ok()?;
+        let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
+        let mut payload = vec![0u8; len];
+        conn.read_exact(&mut payload).ok()?;
+        if head[3] == 0x1 {
+            return Some(u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff);
+        }
+    }
+}
+
+/// A HEADERS block with `:status` as a literal (the static table has no 100).
+fn status_block(status: &[u8; 3]) -> Vec<u8> {
+    let mut block = vec![0x08, 0x03];
+    block.extend_from_slice(status);
+    block
+}
+
+/// Runs volley at `addr` for [`RUN`] and checks the bounds every hostile
+/// run must keep; returns the summary.
+fn run_hostile(addr: SocketAddr, extra: &[&str]) -> Value {
+    let url = format!("http://{addr}/");
+    let mut args = vec!["run", "-d", RUN, "--timeout", TIMEOUT, "-c", "1", "-q"];
+    args.extend_from_slice(extra);
+    args.push(&url);
+    let began = Instant::now();
+    let (out, report) = volley_json(&args);
+    let took = began.elapsed();
+    let limit = humantime::parse_duration(RUN).unwrap() + GRACE;
+    assert!(took < limit, "volley {args:?} took {took:?}: {}", stderr(&out));
+    let s = summary(&report).clone();
+    let rss = num(&s["tool_cpu"]["peak_rss_bytes"]);
+    eprintln!("hostile run {args:?}: {took:?}, peak RSS {rss} bytes");
+    assert!(rss > 0.0 && rss < MAX_RSS, "peak RSS {rss} bytes for {args:?}");
+    assert!(num(&s["requests"]) >= 1.0, "{s}");
+    s
+}
+
+fn count(s: &Value, kind: &str) -> f64 {
+    s["errors_by_kind"][kind].as_f64().unwrap_or(0.0)
+}
+
+#[test]
+fn endless_one_byte_chunks_end_by_the_timeout() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        if read_request_head(&mut conn) {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+            blast(&mut conn, b"1\r\nx\r\n");
+        }
+    });
+    let s = run_hostile(addr, &[]);
+    assert!(count(&s, "timeout") >= 1.0, "{s}");
+    assert_eq!(num(&s["ok"]), 0.0, "{s}");
+}
+
+#[test]
+fn a_terabyte_content_length_ends_by_the_timeout() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        if read_request_head(&mut conn) {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1099511627776\r\n\r\n");
+            blast(&mut conn, &[b'x'; 4096]);
+        }
+    });
+    let s = run_hostile(addr, &[]);
+    assert!(count(&s, "timeout") >= 1.0, "{s}");
+}
+
+#[test]
+fn endless_interim_headers_over_http2_end_by_the_timeout() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        if let Some(id) = h2_accept(&mut conn) {
+            blast(&mut conn, &frame(0x1, 0x4, id, &status_block(b"100")));
+        }
+    });
+    let s = run_hostile(addr, &["--http2"]);
+    assert!(count(&s, "timeout") >= 1.0, "{s}");
+}
+
+#[test]
+fn endless_empty_data_frames_end_by_the_timeout() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        if let Some(id) = h2_accept(&mut conn) {
+            let _ = conn.write_all(&frame(0x1, 0x4, id, &[0x88]));
+            blast(&mut conn, &frame(0x0, 0, id, &[]));
+        }
+    });
+    let s = run_hostile(addr, &["--http2"]);
+    assert!(count(&s, "timeout") >= 1.0, "{s}");
+}
+
+/// A flood of frames that each ask for a reply, from a server that never
+/// reads: the replies are capped and the flood is a connection error.
+fn assert_flood_is_refused(s: &Value, kind: &str) {
+    assert!(count(s, "protocol") >= 1.0, "{s}");
+    let example = s["error_examples"]["protocol"].as_str().unwrap_or_default();
+    assert!(example.contains("flooded") && example.contains(kind), "{example}");
+}
+
+#[test]
+fn a_ping_flood_is_a_bounded_connection_error() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        if h2_accept(&mut conn).is_some() {
+            blast(&mut conn, &frame(0x6, 0, 0, b"flooding"));
+        }
+    });
+    let s = run_hostile(addr, &["--http2"]);
+    assert_flood_is_refused(&s, "PING");
+}
+
+#[test]
+fn a_settings_flood_is_a_bounded_connection_error() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        if h2_accept(&mut conn).is_some() {
+            blast(&mut conn, &frame(0x4, 0, 0, &[0, 3, 0, 0, 0, 100]));
+        }
+    });
+    let s = run_hostile(addr, &["--http2"]);
+    assert_flood_is_refused(&s, "SETTINGS");
+}
+
+#[test]
+fn endless_continuation_frames_are_capped() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        if let Some(id) = h2_accept(&mut conn) {
+            let _ = conn.write_all(&frame(0x1, 0, id, &[0x88]));
+            blast(&mut conn, &frame(0x9, 0, id, &[0x40; 16_000]));
+        }
+    });
+    let s = run_hostile(addr, &["--http2"]);
+    assert!(count(&s, "protocol") >= 1.0, "{s}");
+    let example = s["error_examples"]["protocol"].as_str().unwrap_or_default();
+    assert!(example.contains("header block larger"), "{example}");
+}
+
+/// A well-behaved server answering every request on the connection with
+/// `response` (a full HTTP/1.1 response).
+fn answer_each(conn: &mut TcpStream, response: &[u8]) {
+    while read_request_head(conn) && conn.write_all(response).is_ok() {}
+}
+
+#[test]
+fn statuses_above_599_are_counted_as_sent() {
+    let addr = serve(|mut conn| answer_each(&mut conn, b"HTTP/1.1 999 Odd\r\nContent-Length: 0\r\n\r\n"));
+    let (out, report) = volley_json(&["run", "-n", "20", "-c", "1", "-q", &format!("http://{addr}/")]);
+    let s = summary(&report);
+    assert_eq!(s["status"]["999"], 20, "{}", stderr(&out));
+    assert!(s["status"].get("599").is_none(), "{s}");
+    assert_eq!(s["errors_by_kind"]["status"], 20);
+}
+
+#[test]
+fn a_signed_content_length_is_a_protocol_error() {
+    let addr = serve(|mut conn| answer_each(&mut conn, b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok"));
+    let (_, report) = volley_json(&["run", "-n", "5", "-c", "1", "-q", &format!("http://{addr}/")]);
+    assert_eq!(summary(&report)["errors_by_kind"]["protocol"], 5);
+}
