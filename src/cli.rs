@@ -34,6 +34,31 @@ pub enum Command {
     Step(Box<StepArgs>),
     /// Start the embedded server and run a short load test against it.
     Demo(DemoArgs),
+    /// Merge the JSON reports of a sharded run (--shard I/N) into one report.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// The shards' JSON reports (volley run --shard I/N -o shard-I.json).
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Write the merged JSON report to this file.
+    #[arg(short = 'o', long, value_name = "FILE.json")]
+    pub output: Option<PathBuf>,
+    /// Write the merged report as HTML to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+    /// Print the merged JSON report on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// A criterion checked on the merged run, besides the plan's own
+    /// (repeatable); any failure exits 3.
+    #[arg(long = "threshold", value_name = "CRITERION")]
+    pub thresholds: Vec<String>,
+    /// Merge even when shards are missing (the report says which).
+    #[arg(long)]
+    pub partial: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -170,6 +195,18 @@ pub struct RunArgs {
     /// Response-time distribution thresholds, as in Gatling's report.
     #[arg(long, default_value = "800ms,1200ms")]
     pub buckets: String,
+    /// Run slice I of N of the load (0 <= I < N): N shards together equal
+    /// the unsharded run; combine their reports with `volley merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Start at this instant: RFC 3339 in UTC (2026-11-23T14:00:00Z) or
+    /// +30s from now; the shards of one run share it.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+    /// With --start-at: a run that comes up later than this past its start
+    /// time fails instead of running a misaligned slice.
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub start_tolerance: String,
 }
 
 #[derive(Debug, Clone, Args)]

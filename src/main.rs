@@ -106,6 +106,7 @@ fn main() -> ExitCode {
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
         }
+        Command::Merge(args) => merge(&args),
         Command::Demo(args) => match volley::demo::run(&args.duration, stop) {
             Ok(verdict) => exit_for(verdict, None),
             Err(err) => fail(EXIT_FAILED, &format!("{err:#}")),
@@ -196,6 +197,68 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
     } else {
         println!("failed: {}", broken.join(", "));
         ExitCode::from(EXIT_THRESHOLDS)
+    }
+}
+
+/// `volley merge`: one report from the shards' reports; exit 3 when a
+/// threshold fails on the merged run.
+fn merge(args: &volley::cli::MergeArgs) -> ExitCode {
+    use volley::report::SavedReport;
+    let mut inputs = Vec::with_capacity(args.reports.len());
+    for path in &args.reports {
+        match SavedReport::load(path) {
+            Ok(report) => inputs.push(volley::merge::Input {
+                name: path.display().to_string(),
+                report,
+            }),
+            Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+        }
+    }
+    let mut merged = match volley::merge::merge(&inputs, args.partial) {
+        Ok(merged) => merged,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    let texts = merged.plan["thresholds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.as_str().map(str::to_string))
+        .chain(args.thresholds.iter().cloned());
+    let criteria = match texts
+        .map(|t| volley::slo::parse_criterion(&t).map_err(|e| format!("--threshold: {e}")))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(criteria) => criteria,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    merged.thresholds = volley::thresholds::check(&merged, &criteria);
+    let failed = merged.thresholds.iter().any(|t| !t.passed);
+    if args.json {
+        println!("{}", merged.to_json());
+    } else {
+        print!("{}", volley::merge::shards_block(&merged));
+        for run in &merged.runs {
+            println!("\n{}", run.url);
+            print!("{}", volley::report::text::summary(run, Detail::Normal));
+            print!("{}", volley::report::text::steps_table(run));
+        }
+        print!("{}", volley::thresholds::render(&merged.thresholds, &criteria));
+    }
+    if let Some(path) = &args.output
+        && let Err(e) = std::fs::write(path, merged.to_json() + "\n")
+    {
+        return fail(EXIT_FAILED, &format!("cannot write '{}': {e}", path.display()));
+    }
+    if let Some(path) = &args.html {
+        let value = serde_json::to_value(&merged).expect("report values always serialise");
+        if let Err(e) = std::fs::write(path, volley::report::html::render(&value)) {
+            return fail(EXIT_FAILED, &format!("cannot write '{}': {e}", path.display()));
+        }
+    }
+    if failed {
+        ExitCode::from(EXIT_THRESHOLDS)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
