@@ -10,6 +10,7 @@ mod plan;
 mod run;
 mod server;
 mod server_h2;
+mod shard;
 mod support;
 mod thresholds;
 mod tls;
