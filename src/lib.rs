@@ -13,6 +13,7 @@ pub mod demo;
 pub mod engine;
 pub mod http1;
 pub mod http2;
+pub mod k8s;
 pub mod merge;
 pub mod monitor;
 pub mod net;

@@ -107,6 +107,16 @@ fn main() -> ExitCode {
             }
         }
         Command::Merge(args) => merge(&args),
+        Command::K8s(volley::cli::K8sCommand::Manifest(opts)) => {
+            match volley::k8s::build(&opts, std::time::SystemTime::now()) {
+                Ok(spec) => {
+                    print!("{}", volley::k8s::to_yaml(&spec));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(EXIT_USAGE, &e),
+            }
+        }
+        Command::K8s(volley::cli::K8sCommand::Run(args)) => k8s_run(&args),
         Command::Demo(args) => match volley::demo::run(&args.duration, stop) {
             Ok(verdict) => exit_for(verdict, None),
             Err(err) => fail(EXIT_FAILED, &format!("{err:#}")),
@@ -218,47 +228,48 @@ fn merge(args: &volley::cli::MergeArgs) -> ExitCode {
         Ok(merged) => merged,
         Err(e) => return fail(EXIT_USAGE, &e),
     };
-    let texts = merged.plan["thresholds"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.as_str().map(str::to_string))
-        .chain(args.thresholds.iter().cloned());
-    let criteria = match texts
-        .map(|t| volley::slo::parse_criterion(&t).map_err(|e| format!("--threshold: {e}")))
-        .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(criteria) => criteria,
+    let output = volley::merge::Output {
+        file: args.output.clone(),
+        html: args.html.clone(),
+        json: args.json,
+        thresholds: args.thresholds.clone(),
+    };
+    let failed = match volley::merge::finish(&mut merged, &output) {
+        Ok(failed) => failed,
         Err(e) => return fail(EXIT_USAGE, &e),
     };
-    merged.thresholds = volley::thresholds::check(&merged, &criteria);
-    let failed = merged.thresholds.iter().any(|t| !t.passed);
-    if args.json {
-        println!("{}", merged.to_json());
-    } else {
-        print!("{}", volley::merge::shards_block(&merged));
-        for run in &merged.runs {
-            println!("\n{}", run.url);
-            print!("{}", volley::report::text::summary(run, Detail::Normal));
-            print!("{}", volley::report::text::steps_table(run));
-        }
-        print!("{}", volley::thresholds::render(&merged.thresholds, &criteria));
-    }
-    if let Some(path) = &args.output
-        && let Err(e) = std::fs::write(path, merged.to_json() + "\n")
-    {
-        return fail(EXIT_FAILED, &format!("cannot write '{}': {e}", path.display()));
-    }
-    if let Some(path) = &args.html {
-        let value = serde_json::to_value(&merged).expect("report values always serialise");
-        if let Err(e) = std::fs::write(path, volley::report::html::render(&value)) {
-            return fail(EXIT_FAILED, &format!("cannot write '{}': {e}", path.display()));
-        }
-    }
     if failed {
         ExitCode::from(EXIT_THRESHOLDS)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// `volley k8s run`: the sharded run on Kubernetes, merged; exit 3 when a
+/// threshold fails on the merged run.
+fn k8s_run(args: &volley::cli::K8sRunArgs) -> ExitCode {
+    let timeout = match volley::plan::parse_duration("--timeout", &args.timeout) {
+        Ok(t) => t,
+        Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+    };
+    let spec = match volley::k8s::build(&args.job, std::time::SystemTime::now()) {
+        Ok(spec) => spec,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    let mut merged = match volley::k8s::kubectl::run(&spec, &args.kubectl, timeout, args.keep) {
+        Ok(merged) => merged,
+        Err(e) => return fail(EXIT_FAILED, &e),
+    };
+    let output = volley::merge::Output {
+        file: args.output.clone(),
+        html: args.html.clone(),
+        json: args.json,
+        thresholds: args.thresholds.clone(),
+    };
+    match volley::merge::finish(&mut merged, &output) {
+        Ok(true) => ExitCode::from(EXIT_THRESHOLDS),
+        Ok(false) => ExitCode::SUCCESS,
+        Err(e) => fail(EXIT_USAGE, &e),
     }
 }
 

@@ -451,3 +451,53 @@ pub fn shards_block(report: &SavedReport) -> String {
     }
     out
 }
+
+/// Where and how a merged report goes.
+#[derive(Clone, Debug, Default)]
+pub struct Output {
+    pub file: Option<std::path::PathBuf>,
+    pub html: Option<std::path::PathBuf>,
+    /// The JSON report on stdout instead of the text.
+    pub json: bool,
+    /// Criteria besides the plan's own.
+    pub thresholds: Vec<String>,
+}
+
+/// Checks the plan's and the given thresholds on the merged report, prints
+/// it, writes the files; returns whether a threshold failed.
+pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String> {
+    let texts = merged.plan["thresholds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.as_str().map(str::to_string))
+        .chain(output.thresholds.iter().cloned());
+    let criteria = texts
+        .map(|t| crate::slo::parse_criterion(&t).map_err(|e| format!("--threshold: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    merged.thresholds = crate::thresholds::check(merged, &criteria);
+    if output.json {
+        println!("{}", merged.to_json());
+    } else {
+        print!("{}", shards_block(merged));
+        for run in &merged.runs {
+            println!("\n{}", run.url);
+            print!(
+                "{}",
+                crate::report::text::summary(run, crate::report::text::Detail::Normal)
+            );
+            print!("{}", crate::report::text::steps_table(run));
+        }
+        print!("{}", crate::thresholds::render(&merged.thresholds, &criteria));
+    }
+    if let Some(path) = &output.file {
+        std::fs::write(path, merged.to_json() + "\n")
+            .map_err(|e| format!("cannot write '{}': {e}", path.display()))?;
+    }
+    if let Some(path) = &output.html {
+        let value = serde_json::to_value(&*merged).expect("report values always serialise");
+        std::fs::write(path, crate::report::html::render(&value))
+            .map_err(|e| format!("cannot write '{}': {e}", path.display()))?;
+    }
+    Ok(merged.thresholds.iter().any(|t| !t.passed))
+}

@@ -4,6 +4,7 @@
 mod compare;
 mod html;
 mod http2;
+mod k8s;
 mod load;
 mod monitor;
 mod plan;
