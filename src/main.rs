@@ -73,7 +73,8 @@ fn main() -> ExitCode {
                 Ok(report) => report,
                 Err(e) => return fail(EXIT_USAGE, &e),
             };
-            match std::fs::write(&args.html, volley::report::html::render(&report)) {
+            let value = serde_json::to_value(&report).expect("report values always serialise");
+            match std::fs::write(&args.html, volley::report::html::render(&value)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(
                     EXIT_FAILED,
@@ -166,10 +167,7 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return fail(EXIT_USAGE, &e),
     };
-    let (runs_a, runs_b) = (
-        a["runs"].as_array().cloned().unwrap_or_default(),
-        b["runs"].as_array().cloned().unwrap_or_default(),
-    );
+    let (runs_a, runs_b) = (&a.runs, &b.runs);
     if runs_a.is_empty() || runs_b.is_empty() {
         return fail(EXIT_USAGE, "a report has no runs to compare");
     }
@@ -179,14 +177,7 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
             Ok(rows) => rows,
             Err(e) => return fail(EXIT_USAGE, &e),
         };
-        print!(
-            "{}",
-            render(
-                ra["url"].as_str().unwrap_or("?"),
-                rb["url"].as_str().unwrap_or("?"),
-                &rows
-            )
-        );
+        print!("{}", render(&ra.url, &rb.url, &rows));
         for rule in &rules {
             if let Some(row) = rows.iter().find(|r| breaks(r, rule)) {
                 broken.push(format!("{} ({:+.1}%)", rule.text, row.change_pct));

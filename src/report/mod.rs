@@ -520,6 +520,8 @@ pub enum LoadError {
     Unreadable { path: String, reason: String },
     #[error("'{path}' is not a volley JSON report: {reason}")]
     NotAReport { path: String, reason: String },
+    #[error("'{path}' is not a {SCHEMA} report: it has no \"schema\" field")]
+    Unmarked { path: String },
     #[error("'{path}' is a '{found}' report; this volley reads {SCHEMA}")]
     OtherSchema { path: String, found: String },
 }
@@ -550,7 +552,11 @@ impl SavedReport {
                     found: other.to_string(),
                 });
             }
-            None => return Err(not_a_report("it has no \"schema\" field".to_string())),
+            None => {
+                return Err(LoadError::Unmarked {
+                    path: path.to_string(),
+                });
+            }
         }
         serde_json::from_value(value).map_err(|e| not_a_report(e.to_string()))
     }
