@@ -298,22 +298,6 @@ impl Plan {
         Plan::resolve(args)?.with_shard_flags(args)
     }
 
-    /// Applies `--shard`, `--start-at` and `--start-tolerance` to a whole plan.
-    fn with_shard_flags(mut self, args: &RunArgs) -> Result<Plan, PlanError> {
-        let tolerance = parse_duration("--start-tolerance", &args.start_tolerance)?;
-        self.start_at = match &args.start_at {
-            Some(text) => Some(crate::shard::StartAt {
-                at: crate::shard::parse_start_at(text, std::time::SystemTime::now())?,
-                tolerance,
-            }),
-            None => None,
-        };
-        match &args.shard {
-            Some(text) => self.into_shard(crate::shard::Shard::parse(text)?),
-            None => Ok(self),
-        }
-    }
-
     /// Resolves raw flags into the whole plan.
     fn resolve(args: &RunArgs) -> Result<Plan, PlanError> {
         if args.urls.is_empty() {

@@ -76,6 +76,22 @@ pub fn hash_recorded_plan(plan: &serde_json::Value) -> String {
 }
 
 impl Plan {
+    /// Applies `--shard`, `--start-at` and `--start-tolerance` to a whole plan.
+    pub(crate) fn with_shard_flags(mut self, args: &crate::cli::RunArgs) -> Result<Plan, PlanError> {
+        let tolerance = crate::plan::parse_duration("--start-tolerance", &args.start_tolerance)?;
+        self.start_at = match &args.start_at {
+            Some(text) => Some(crate::shard::StartAt {
+                at: crate::shard::parse_start_at(text, std::time::SystemTime::now())?,
+                tolerance,
+            }),
+            None => None,
+        };
+        match &args.shard {
+            Some(text) => self.into_shard(crate::shard::Shard::parse(text)?),
+            None => Ok(self),
+        }
+    }
+
     /// The hash of the whole plan this run belongs to: taken before the
     /// split and kept on the sharded plan, so every shard reports the same.
     pub fn whole_plan_hash(&self) -> String {
