@@ -34,6 +34,102 @@ pub enum Command {
     Step(Box<StepArgs>),
     /// Start the embedded server and run a short load test against it.
     Demo(DemoArgs),
+    /// Merge the JSON reports of a sharded run (--shard I/N) into one report.
+    Merge(MergeArgs),
+    /// Run sharded on Kubernetes as an Indexed Job, through kubectl.
+    #[command(subcommand)]
+    K8s(K8sCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum K8sCommand {
+    /// Print the manifests (ConfigMap with the plan file, Indexed Job).
+    Manifest(K8sOptions),
+    /// Apply, wait, collect each shard's report, merge, delete the Job.
+    Run(K8sRunArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct K8sOptions {
+    /// How many pods (shards) share the load.
+    #[arg(long, value_name = "N")]
+    pub shards: u32,
+    /// The container image with volley in it (see the Dockerfile).
+    #[arg(long, default_value = "volley:latest", value_name = "IMAGE")]
+    pub image: String,
+    /// The Job's name (and its ConfigMap's prefix).
+    #[arg(long, default_value = "volley")]
+    pub name: String,
+    /// CPU each pod requests, e.g. 2 or 500m.
+    #[arg(long, value_name = "CPU")]
+    pub cpu: Option<String>,
+    /// Memory each pod requests, e.g. 512Mi.
+    #[arg(long, value_name = "MEMORY")]
+    pub memory: Option<String>,
+    /// The shards start this long after the manifests are made.
+    #[arg(long, default_value = "30s", value_name = "DURATION")]
+    pub start_lead: String,
+    /// Another file for the plan's ConfigMap, mounted next to it (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub with: Vec<PathBuf>,
+    /// The pods' command: `run URL... [flags]` or `plan FILE.yml [flags]`.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct K8sRunArgs {
+    /// Leave the Job (and its pods' logs) in the cluster.
+    #[arg(long)]
+    pub keep: bool,
+    /// Give up when the shards have not all finished after this long.
+    #[arg(long, default_value = "1h", value_name = "DURATION")]
+    pub timeout: String,
+    /// The kubectl to run (its context and namespace are used as set).
+    #[arg(long, default_value = "kubectl", value_name = "PATH")]
+    pub kubectl: String,
+    /// Write the merged JSON report to this file.
+    #[arg(short = 'o', long, value_name = "FILE.json")]
+    pub output: Option<PathBuf>,
+    /// Write the merged report as HTML to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+    /// Print the merged JSON report on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// A criterion checked on the merged run (repeatable); a failure exits 3.
+    #[arg(long = "threshold", value_name = "CRITERION")]
+    pub thresholds: Vec<String>,
+    #[command(flatten)]
+    pub job: K8sOptions,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// The shards' JSON reports (volley run --shard I/N -o shard-I.json).
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Write the merged JSON report to this file.
+    #[arg(short = 'o', long, value_name = "FILE.json")]
+    pub output: Option<PathBuf>,
+    /// Write the merged report as HTML to this file.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+    /// Print the merged JSON report on stdout instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+    /// A criterion checked on the merged run, besides the plan's own
+    /// (repeatable); any failure exits 3.
+    #[arg(long = "threshold", value_name = "CRITERION")]
+    pub thresholds: Vec<String>,
+    /// Merge even when shards are missing (the report says which).
+    #[arg(long)]
+    pub partial: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -170,6 +266,18 @@ pub struct RunArgs {
     /// Response-time distribution thresholds, as in Gatling's report.
     #[arg(long, default_value = "800ms,1200ms")]
     pub buckets: String,
+    /// Run slice I of N of the load (0 <= I < N): N shards together equal
+    /// the unsharded run; combine their reports with `volley merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Start at this instant: RFC 3339 in UTC (2026-11-23T14:00:00Z) or
+    /// +30s from now; the shards of one run share it.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+    /// With --start-at: a run that comes up later than this past its start
+    /// time fails instead of running a misaligned slice.
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub start_tolerance: String,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -8,12 +8,13 @@
 use crate::engine::profile::LoadProfile;
 use crate::monitor::{Monitor, ProcSample};
 use crate::recorder::Snapshot;
-use serde::Serialize;
+use crate::report::histogram::EncodedHistogram;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// One row of the per-interval series (latencies in milliseconds).
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SeriesRow {
     /// End of the interval, seconds since the measured start.
     pub t_s: f64,
@@ -35,6 +36,11 @@ pub struct SeriesRow {
     pub target: Option<ProcSample>,
     /// volley itself at the end of the interval.
     pub tool: Option<ProcSample>,
+    /// The interval's latency histogram of successful requests (as the
+    /// run's: microseconds, V2 deflate, base64), so a merge of shards can
+    /// recompute the interval's percentiles. Absent in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<EncodedHistogram>,
 }
 
 /// Microseconds (as recorded) to milliseconds (as reported).
@@ -66,6 +72,7 @@ impl SeriesRow {
             load,
             target: None,
             tool: None,
+            histogram: Some(EncodedHistogram(snap.latency.hist.clone())),
         }
     }
 }
@@ -200,7 +207,7 @@ impl Collector {
                 series.push(SeriesRow::from_snapshot(step, start_s, row.end_s, load));
             }
             self.total += &row.snapshot;
-            self.series.push(series_row);
+            self.series.push(series_row.clone());
             emitted.push(FinishedRow {
                 row: series_row,
                 snapshot: row.snapshot,

@@ -13,8 +13,8 @@
 //! drifts between them). As criterion.rs does, a change must also pass a
 //! noise threshold (`--noise`, 2% by default) to count.
 
-use crate::report::histogram;
-use serde_json::Value;
+use crate::collector::SeriesRow;
+use crate::report::{Latency, RunReport, SavedReport};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -164,32 +164,25 @@ fn change(a: f64, b: f64) -> f64 {
     }
 }
 
-fn series(run: &Value, key: &str) -> Vec<f64> {
-    series_at(run, &[key])
-}
-
-/// A series of a (possibly nested) field of the rows, `["target", "rss_mb"]`.
-fn series_at(run: &Value, path: &[&str]) -> Vec<f64> {
-    let rows = run["series"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+/// A figure of every full row of a run's series.
+fn series(run: &RunReport, figure: impl Fn(&SeriesRow) -> Option<f64>) -> Vec<f64> {
+    let rows = run.series.as_slice();
     // The last row may be a partial interval; leave it out of the test.
     let full = if rows.len() > 2 {
         &rows[..rows.len() - 1]
     } else {
         rows
     };
-    full.iter()
-        .filter_map(|r| path.iter().fold(r, |v, k| &v[*k]).as_f64())
-        .collect()
+    full.iter().filter_map(figure).collect()
 }
 
-fn num(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(0.0)
-}
+/// Reads one figure of a latency summary.
+type LatencyFigure = fn(&Latency) -> f64;
 
 /// Compares one run of each report; changes smaller than `noise_pct`
 /// percent are never significant.
-pub fn compare_runs(a: &Value, b: &Value, noise_pct: f64) -> Result<Vec<Row>, String> {
-    let (sa, sb) = (&a["summary"], &b["summary"]);
+pub fn compare_runs(a: &RunReport, b: &RunReport, noise_pct: f64) -> Result<Vec<Row>, String> {
+    let (sa, sb) = (&a.summary, &b.summary);
     let mut rows = Vec::new();
     let mut push = |metric, va: f64, vb: f64, p_value: Option<f64>, tested: bool, worse_up: bool| {
         let change_pct = change(va, vb);
@@ -205,44 +198,40 @@ pub fn compare_runs(a: &Value, b: &Value, noise_pct: f64) -> Result<Vec<Row>, St
             higher_is_worse: worse_up,
         });
     };
-    let p = welch(&series(a, "rps"), &series(b, "rps"));
-    push(
-        "rps",
-        num(&sa["rps"]),
-        num(&sb["rps"]),
-        p,
-        p.is_some_and(|p| p < ALPHA),
-        false,
-    );
-    let p = welch(&series(a, "mean"), &series(b, "mean"));
+    let p = welch(&series(a, |r| Some(r.rps)), &series(b, |r| Some(r.rps)));
+    push("rps", sa.rps, sb.rps, p, p.is_some_and(|p| p < ALPHA), false);
+    let p = welch(&series(a, |r| Some(r.mean)), &series(b, |r| Some(r.mean)));
     push(
         "mean",
-        num(&sa["latency_ms"]["mean"]),
-        num(&sb["latency_ms"]["mean"]),
+        sa.latency_ms.mean,
+        sb.latency_ms.mean,
         p,
         p.is_some_and(|p| p < ALPHA),
         true,
     );
-    let ha = histogram::decode(a["histogram"].as_str().unwrap_or_default()).ok();
-    let hb = histogram::decode(b["histogram"].as_str().unwrap_or_default()).ok();
-    for (metric, q, key) in [("p50", 0.5, "p50"), ("p90", 0.9, "p90"), ("p99", 0.99, "p99")] {
-        let ia = ha.as_ref().and_then(|h| quantile_interval(h, q));
-        let ib = hb.as_ref().and_then(|h| quantile_interval(h, q));
+    let percentiles: [(&str, f64, LatencyFigure); 3] = [
+        ("p50", 0.5, |l| l.p50),
+        ("p90", 0.9, |l| l.p90),
+        ("p99", 0.99, |l| l.p99),
+    ];
+    for (metric, q, figure) in percentiles {
+        let ia = quantile_interval(&a.histogram.0, q);
+        let ib = quantile_interval(&b.histogram.0, q);
         let significant = match (ia, ib) {
             (Some((lo_a, hi_a)), Some((lo_b, hi_b))) => hi_a < lo_b || hi_b < lo_a,
             _ => false,
         };
         push(
             metric,
-            num(&sa["latency_ms"][key]),
-            num(&sb["latency_ms"][key]),
+            figure(&sa.latency_ms),
+            figure(&sb.latency_ms),
             None,
             significant,
             true,
         );
     }
-    let (ea, na) = (num(&sa["errors"]), num(&sa["requests"]));
-    let (eb, nb) = (num(&sb["errors"]), num(&sb["requests"]));
+    let (ea, na) = (sa.errors as f64, sa.requests as f64);
+    let (eb, nb) = (sb.errors as f64, sb.requests as f64);
     let p = proportions(ea, na, eb, nb);
     let rate = |e: f64, n: f64| if n > 0.0 { 100.0 * e / n } else { 0.0 };
     push(
@@ -253,37 +242,25 @@ pub fn compare_runs(a: &Value, b: &Value, noise_pct: f64) -> Result<Vec<Row>, St
         p.is_some_and(|p| p < ALPHA),
         true,
     );
-    push(
-        "max",
-        num(&sa["latency_ms"]["max"]),
-        num(&sb["latency_ms"]["max"]),
-        None,
-        false,
-        true,
-    );
+    push("max", sa.latency_ms.max, sb.latency_ms.max, None, false, true);
     // The watched target, when both runs watched one.
-    let (ta, tb) = (&a["target"], &b["target"]);
-    if ta.is_object() && tb.is_object() {
-        let p = welch(
-            &series_at(a, &["target", "rss_mb"]),
-            &series_at(b, &["target", "rss_mb"]),
-        );
+    if let (Some(ta), Some(tb)) = (&a.target, &b.target) {
+        let rss = |r: &SeriesRow| r.target.map(|t| t.rss_mb);
+        let p = welch(&series(a, rss), &series(b, rss));
         push(
             "tgt_rss",
-            num(&ta["peak_rss_mb"]),
-            num(&tb["peak_rss_mb"]),
+            ta.peak_rss_mb,
+            tb.peak_rss_mb,
             p,
             p.is_some_and(|p| p < ALPHA),
             true,
         );
-        let p = welch(
-            &series_at(a, &["target", "cpu_pct"]),
-            &series_at(b, &["target", "cpu_pct"]),
-        );
+        let cpu = |r: &SeriesRow| r.target.map(|t| t.cpu_pct);
+        let p = welch(&series(a, cpu), &series(b, cpu));
         push(
             "tgt_cpu",
-            num(&ta["mean_cpu_pct"]),
-            num(&tb["mean_cpu_pct"]),
+            ta.mean_cpu_pct,
+            tb.mean_cpu_pct,
             p,
             p.is_some_and(|p| p < ALPHA),
             true,
@@ -292,19 +269,9 @@ pub fn compare_runs(a: &Value, b: &Value, noise_pct: f64) -> Result<Vec<Row>, St
     Ok(rows)
 }
 
-/// Reads a saved report.
-pub fn read_report(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| format!("'{}' is not a volley JSON report: {e}", path.display()))?;
-    if value["schema"] != crate::report::SCHEMA {
-        return Err(format!(
-            "'{}' is not a {} report",
-            path.display(),
-            crate::report::SCHEMA
-        ));
-    }
-    Ok(value)
+/// Reads a saved report into its types (one line naming the file if not).
+pub fn read_report(path: &Path) -> Result<SavedReport, String> {
+    SavedReport::load(path).map_err(|e| e.to_string())
 }
 
 /// Whether a row breaks a `--fail-if` rule: the change passes the limit in

@@ -73,7 +73,8 @@ fn main() -> ExitCode {
                 Ok(report) => report,
                 Err(e) => return fail(EXIT_USAGE, &e),
             };
-            match std::fs::write(&args.html, volley::report::html::render(&report)) {
+            let value = serde_json::to_value(&report).expect("report values always serialise");
+            match std::fs::write(&args.html, volley::report::html::render(&value)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(
                     EXIT_FAILED,
@@ -106,6 +107,17 @@ fn main() -> ExitCode {
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
         }
+        Command::Merge(args) => merge(&args),
+        Command::K8s(volley::cli::K8sCommand::Manifest(opts)) => {
+            match volley::k8s::build(&opts, std::time::SystemTime::now()) {
+                Ok(spec) => {
+                    print!("{}", volley::k8s::to_yaml(&spec));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(EXIT_USAGE, &e),
+            }
+        }
+        Command::K8s(volley::cli::K8sCommand::Run(args)) => k8s_run(&args),
         Command::Demo(args) => match volley::demo::run(&args.duration, stop) {
             Ok(verdict) => exit_for(verdict, None),
             Err(err) => fail(EXIT_FAILED, &format!("{err:#}")),
@@ -155,10 +167,7 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return fail(EXIT_USAGE, &e),
     };
-    let (runs_a, runs_b) = (
-        a["runs"].as_array().cloned().unwrap_or_default(),
-        b["runs"].as_array().cloned().unwrap_or_default(),
-    );
+    let (runs_a, runs_b) = (&a.runs, &b.runs);
     if runs_a.is_empty() || runs_b.is_empty() {
         return fail(EXIT_USAGE, "a report has no runs to compare");
     }
@@ -168,14 +177,7 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
             Ok(rows) => rows,
             Err(e) => return fail(EXIT_USAGE, &e),
         };
-        print!(
-            "{}",
-            render(
-                ra["url"].as_str().unwrap_or("?"),
-                rb["url"].as_str().unwrap_or("?"),
-                &rows
-            )
-        );
+        print!("{}", render(&ra.url, &rb.url, &rows));
         for rule in &rules {
             if let Some(row) = rows.iter().find(|r| breaks(r, rule)) {
                 broken.push(format!("{} ({:+.1}%)", rule.text, row.change_pct));
@@ -196,6 +198,69 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
     } else {
         println!("failed: {}", broken.join(", "));
         ExitCode::from(EXIT_THRESHOLDS)
+    }
+}
+
+/// `volley merge`: one report from the shards' reports; exit 3 when a
+/// threshold fails on the merged run.
+fn merge(args: &volley::cli::MergeArgs) -> ExitCode {
+    use volley::report::SavedReport;
+    let mut inputs = Vec::with_capacity(args.reports.len());
+    for path in &args.reports {
+        match SavedReport::load(path) {
+            Ok(report) => inputs.push(volley::merge::Input {
+                name: path.display().to_string(),
+                report,
+            }),
+            Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+        }
+    }
+    let mut merged = match volley::merge::merge(&inputs, args.partial) {
+        Ok(merged) => merged,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    let output = volley::merge::Output {
+        file: args.output.clone(),
+        html: args.html.clone(),
+        json: args.json,
+        thresholds: args.thresholds.clone(),
+    };
+    let failed = match volley::merge::finish(&mut merged, &output) {
+        Ok(failed) => failed,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    if failed {
+        ExitCode::from(EXIT_THRESHOLDS)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `volley k8s run`: the sharded run on Kubernetes, merged; exit 3 when a
+/// threshold fails on the merged run.
+fn k8s_run(args: &volley::cli::K8sRunArgs) -> ExitCode {
+    let timeout = match volley::plan::parse_duration("--timeout", &args.timeout) {
+        Ok(t) => t,
+        Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+    };
+    let spec = match volley::k8s::build(&args.job, std::time::SystemTime::now()) {
+        Ok(spec) => spec,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    let mut merged = match volley::k8s::kubectl::run(&spec, &args.kubectl, timeout, args.keep) {
+        Ok(merged) => merged,
+        Err(e) => return fail(EXIT_FAILED, &e),
+    };
+    let output = volley::merge::Output {
+        file: args.output.clone(),
+        html: args.html.clone(),
+        json: args.json,
+        thresholds: args.thresholds.clone(),
+    };
+    match volley::merge::finish(&mut merged, &output) {
+        Ok(true) => ExitCode::from(EXIT_THRESHOLDS),
+        Ok(false) => ExitCode::SUCCESS,
+        Err(e) => fail(EXIT_USAGE, &e),
     }
 }
 

@@ -4,11 +4,11 @@
 //! sampled the same way, so a report shows what the load did to the server
 //! and what it cost the tool.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// One sample of a process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcSample {
     pub rss_mb: f64,
     /// CPU use since the previous sample, in percent of one core.
@@ -94,7 +94,7 @@ impl ProcSampler {
 }
 
 /// Peak and mean figures of a process over a run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcSummary {
     pub pid: u32,
     pub samples: u64,

@@ -224,6 +224,15 @@ pub struct Plan {
     /// Response-time distribution thresholds (Gatling's 800 ms / 1200 ms).
     #[serde(rename = "buckets_ms", serialize_with = "millis_list")]
     pub buckets: Vec<Duration>,
+    /// `--shard I/N`: this run is slice I of N of the whole plan.
+    pub shard: Option<crate::shard::Shard>,
+    /// The whole plan's hash, kept from before the split (see `shard`).
+    #[serde(skip)]
+    pub whole_hash: Option<String>,
+    /// `--start-at`: when the measured run starts (not part of the plan's
+    /// identity: the report records it apart).
+    #[serde(skip)]
+    pub start_at: Option<crate::shard::StartAt>,
 }
 
 fn body_text<S: Serializer>(body: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -283,8 +292,14 @@ pub fn available_cores() -> usize {
 }
 
 impl Plan {
-    /// Resolves raw flags into a plan; every error is one line.
+    /// Resolves raw flags into a plan, this shard's slice of it with
+    /// `--shard`; every error is one line.
     pub fn from_args(args: &RunArgs) -> Result<Plan, PlanError> {
+        Plan::resolve(args)?.with_shard_flags(args)
+    }
+
+    /// Resolves raw flags into the whole plan.
+    fn resolve(args: &RunArgs) -> Result<Plan, PlanError> {
         if args.urls.is_empty() {
             return Err(invalid("no URL given: volley run http://127.0.0.1:3000/"));
         }
@@ -505,6 +520,9 @@ impl Plan {
             streams: args.streams,
             interval,
             buckets,
+            shard: None,
+            whole_hash: None,
+            start_at: None,
         })
     }
 
@@ -578,12 +596,12 @@ impl Plan {
         {
             resolved.status = Some(codes.iter().map(u16::to_string).collect::<Vec<_>>().join(","));
         }
-        let mut plan = Plan::from_args(&resolved)?;
+        let mut plan = Plan::resolve(&resolved)?;
         if resolved.stages.is_none() && resolved.rate.is_none() {
             plan.rampup = settings.rampup.filter(|r| !r.is_zero());
         }
         plan.scenario = Some(std::sync::Arc::new(scenario));
-        Ok(plan)
+        plan.with_shard_flags(&resolved)
     }
 }
 

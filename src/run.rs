@@ -68,6 +68,9 @@ pub fn execute(
     // Each connection is a descriptor; leave room for the rest of the process.
     crate::sys::ensure_open_files(plan.connections as u64 + 64).map_err(EngineError::Setup)?;
     let mut report = Report::new(plan.clone(), SystemTime::now());
+    if let Some(start_at) = plan.start_at {
+        report.start = Some(wait_for_start(&start_at, &stop)?);
+    }
     let text = !output.json_stdout;
     let tty = std::io::stdout().is_terminal();
     let mut stdout = std::io::stdout();
@@ -195,6 +198,56 @@ pub fn save(report: &Report, output: &Output) -> Result<(), EngineError> {
         })?;
     }
     Ok(())
+}
+
+/// `--start-at`: counts down on stderr, then returns at the planned start
+/// with the skew; a shard already later than its tolerance fails instead.
+pub fn wait_for_start(
+    start_at: &crate::shard::StartAt,
+    stop: &AtomicBool,
+) -> Result<crate::report::StartInfo, EngineError> {
+    start_at
+        .check_not_late(SystemTime::now())
+        .map_err(EngineError::Setup)?;
+    let tty = std::io::stderr().is_terminal();
+    let mut last_shown = None;
+    loop {
+        let now = SystemTime::now();
+        let Ok(left) = start_at.at.duration_since(now) else {
+            break;
+        };
+        if stop.load(Ordering::Relaxed) {
+            return Err(EngineError::Setup(
+                "interrupted before the planned start".to_string(),
+            ));
+        }
+        let secs = left.as_secs();
+        if last_shown != Some(secs) && (tty || last_shown.is_none()) {
+            eprint!(
+                "{}starting at {} (in {}s){}",
+                if tty { "\r" } else { "" },
+                humantime::format_rfc3339_millis(start_at.at),
+                secs + u64::from(left.subsec_nanos() > 0),
+                if tty { "   " } else { "\n" }
+            );
+            last_shown = Some(secs);
+        }
+        // Short sleeps near the end keep the start within a millisecond.
+        std::thread::sleep(
+            left.min(Duration::from_millis(if left > Duration::from_millis(50) {
+                20
+            } else {
+                1
+            })),
+        );
+    }
+    if tty && last_shown.is_some() {
+        eprintln!();
+    }
+    Ok(crate::report::StartInfo {
+        planned_start: humantime::format_rfc3339_millis(start_at.at).to_string(),
+        skew_ms: start_at.skew_ms(SystemTime::now()),
+    })
 }
 
 /// Sleeps between URLs; returns false if Ctrl-C came meanwhile.

@@ -15,7 +15,7 @@ use crate::report::{Report, RunReport};
 use crate::run::{Output, Verdict, finish_thresholds, pause, run_watched, save};
 use crate::sink::{RunStart, Sinks};
 use crate::slo::{Criterion, parse_criteria};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -36,7 +36,7 @@ pub struct StepPlan {
 }
 
 /// One row of the step table.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LevelRow {
     pub load: f64,
     pub requests: u64,
@@ -48,7 +48,7 @@ pub struct LevelRow {
 }
 
 /// The five criteria.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Verdict5 {
     /// p50 at the lightest level.
     pub responsiveness_p50_ms: f64,
@@ -76,10 +76,10 @@ pub struct Verdict5 {
 }
 
 /// What `volley step` adds to the report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepReport {
     /// "connections" or "req/s".
-    pub unit: &'static str,
+    pub unit: String,
     pub slo: Vec<String>,
     pub levels: Vec<LevelRow>,
     pub verdict: Verdict5,
@@ -117,6 +117,13 @@ impl StepPlan {
         }
         if args.plan.is_some() && !run.urls.is_empty() {
             return Err(invalid("with --plan the URLs come from the plan file"));
+        }
+        if run.shard.is_some() || run.start_at.is_some() {
+            // Each level's verdict needs the whole load's latencies at that
+            // level; shards would judge slices, so step is not sharded.
+            return Err(invalid(
+                "volley step does not take --shard or --start-at: step one machine's load, or shard `volley run` at a fixed level",
+            ));
         }
         if run.duration.is_some() || run.requests.is_some() || run.stages.is_some() || run.rate.is_some() {
             return Err(invalid(
@@ -350,7 +357,6 @@ fn format_load(load: f64) -> String {
 
 fn level_row(load: f64, run: &RunReport, slo: &[Criterion]) -> LevelRow {
     let s = &run.summary;
-    let histogram = crate::report::histogram::decode(&run.histogram).ok();
     LevelRow {
         load,
         requests: s.requests,
@@ -362,7 +368,7 @@ fn level_row(load: f64, run: &RunReport, slo: &[Criterion]) -> LevelRow {
             && slo.iter().all(|c| {
                 c.holds(&crate::slo::Finished {
                     summary: s,
-                    histogram: histogram.as_ref(),
+                    histogram: Some(&run.histogram.0),
                 })
             }),
     }
@@ -407,7 +413,7 @@ pub fn build(runs: &[RunReport], unit: &'static str, slo: &[Criterion], stopped_
         stopped_early,
     };
     StepReport {
-        unit,
+        unit: unit.to_string(),
         slo: slo.iter().map(|c| c.text.clone()).collect(),
         levels,
         verdict,
@@ -417,7 +423,7 @@ pub fn build(runs: &[RunReport], unit: &'static str, slo: &[Criterion], stopped_
 /// The step table and the verdict block.
 pub fn render(step: &StepReport) -> String {
     let mut out = String::new();
-    let unit = step.unit;
+    let unit = &step.unit;
     let _ = writeln!(
         out,
         "{:>14} {:>11} {:>11} {:>9} {:>9} {:>9}  SLO",

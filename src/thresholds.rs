@@ -7,14 +7,14 @@ use crate::engine::{Observer, PhaseSummary};
 use crate::recorder::Snapshot;
 use crate::report::{Report, RunReport};
 use crate::slo::{Criterion, Finished, SoFar};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// One criterion checked on one run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ThresholdResult {
     pub criterion: String,
     pub url: String,
@@ -25,7 +25,7 @@ pub struct ThresholdResult {
 
 /// Checks every criterion on each run of the report (for `volley step`,
 /// on the level found to be the maximum load).
-pub fn check(report: &Report, criteria: &[Criterion]) -> Vec<ThresholdResult> {
+pub fn check<P>(report: &Report<P>, criteria: &[Criterion]) -> Vec<ThresholdResult> {
     let runs: Vec<&RunReport> = match &report.step {
         Some(step) => match step.verdict.max_load {
             Some(max) => report.runs.iter().filter(|r| r.load == Some(max)).collect(),
@@ -35,10 +35,9 @@ pub fn check(report: &Report, criteria: &[Criterion]) -> Vec<ThresholdResult> {
     };
     let mut results = Vec::new();
     for run in runs {
-        let histogram = crate::report::histogram::decode(&run.histogram).ok();
         let figures = Finished {
             summary: &run.summary,
-            histogram: histogram.as_ref(),
+            histogram: Some(&run.histogram.0),
         };
         for criterion in criteria {
             results.push(ThresholdResult {

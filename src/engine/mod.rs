@@ -204,7 +204,7 @@ fn emit(collector: &Collector, rows: &[FinishedRow], observer: &mut dyn Observer
         let steps: Vec<SeriesRow> = collector
             .step_series
             .iter()
-            .filter_map(|series| series.get(first + i).copied())
+            .filter_map(|series| series.get(first + i).cloned())
             .collect();
         observer.row(&finished.row, &steps);
         observer.interval_snapshot(&finished.snapshot, &finished.total);
@@ -267,7 +267,9 @@ pub fn run(
             id,
             connections,
             share: connections as f64 / plan.connections as f64,
-            phase: id as f64 / threads as f64,
+            // Workers stripe the shard's arrivals, shards the whole run's:
+            // worker w of shard I takes global arrivals (k*T + w)*N + I.
+            phase: (id as f64 + plan.shard.map_or(0.0, |s| s.phase())) / threads as f64,
             workers: threads,
             may_add: share(extra as u64, threads, id) as usize,
             warmup,

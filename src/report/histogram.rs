@@ -26,6 +26,39 @@ pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
         .map_err(|e| format!("histogram is not HdrHistogram V2: {e:?}"))
 }
 
+/// A histogram held as a value in memory and written as the V2-deflate
+/// base64 string at the file boundary (serde does both ways), so readers of
+/// a saved report get a histogram, not text to decode again.
+#[derive(Clone, Debug)]
+pub struct EncodedHistogram(pub Histogram<u64>);
+
+impl Default for EncodedHistogram {
+    fn default() -> Self {
+        EncodedHistogram(crate::recorder::new_latency_histogram())
+    }
+}
+
+impl PartialEq for EncodedHistogram {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl serde::Serialize for EncodedHistogram {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&encode(&self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EncodedHistogram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        decode(&text)
+            .map(EncodedHistogram)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +75,16 @@ mod tests {
         assert_eq!(back.len(), 5);
         assert_eq!(back.max(), h.max());
         assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+
+    #[test]
+    fn value_round_trips_through_json() {
+        let mut h = crate::recorder::new_latency_histogram();
+        h.record_n(700, 3).unwrap();
+        let json = serde_json::to_string(&EncodedHistogram(h.clone())).unwrap();
+        let back: EncodedHistogram = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.0, h);
+        let err = serde_json::from_str::<EncodedHistogram>("\"bm90IGEgaGlzdG9ncmFt\"").unwrap_err();
+        assert!(err.to_string().contains("not HdrHistogram V2"), "{err}");
     }
 }

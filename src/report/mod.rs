@@ -7,6 +7,7 @@
 pub mod histogram;
 pub mod html;
 pub mod live;
+pub mod saved;
 pub mod text;
 
 use crate::collector::{SeriesRow, us_to_ms};
@@ -14,7 +15,9 @@ use crate::engine::{PhaseSummary, RunResult};
 use crate::plan::Plan;
 use crate::recorder::{Handshakes, Pacing, Snapshot, Timings};
 use crate::sys::CpuTime;
-use serde::Serialize;
+use histogram::EncodedHistogram;
+pub use saved::LoadError;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -24,16 +27,31 @@ pub const SCHEMA: &str = "volley.report/1";
 /// Above this share of its threads' time the tool itself was the bottleneck.
 pub const SATURATED: f64 = 0.90;
 
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub schema: &'static str,
+#[derive(Clone, Debug, Serialize, Deserialize)]
+///
+/// `P` is the plan: the resolved [`Plan`] while running; a saved report read
+/// back ([`SavedReport`]) keeps the plan as the JSON it recorded, since a
+/// plan file's scenario or a client key is not rebuilt from a report.
+pub struct Report<P = Plan> {
+    pub schema: String,
     pub tool: Tool,
     /// When the invocation started (RFC 3339, UTC).
     pub started_at: String,
-    pub plan: Plan,
+    pub plan: P,
+    /// A hash of the whole plan (before any `--shard` split, without the
+    /// machine-dependent thread count): equal on every shard of one run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_hash: Option<String>,
+    /// `--start-at`: when the measured run was planned to start and how far
+    /// off it actually started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartInfo>,
+    /// `volley merge`: the shards this report was merged from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergeInfo>,
     pub runs: Vec<RunReport>,
     /// `volley step`: the table of levels and the five criteria.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<crate::step::StepReport>,
     /// `--threshold` results (empty when none were given).
     pub thresholds: Vec<crate::thresholds::ThresholdResult>,
@@ -43,20 +61,51 @@ pub struct Report {
     pub interrupted: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Tool {
-    pub name: &'static str,
-    pub version: &'static str,
+    pub name: String,
+    pub version: String,
+}
+
+/// A saved report read back: typed throughout except the recorded plan.
+pub type SavedReport = Report<serde_json::Value>;
+
+/// When a `--start-at` run began, against its plan.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StartInfo {
+    /// The planned start of the measured run (RFC 3339, UTC, milliseconds).
+    pub planned_start: String,
+    /// Actual start minus planned start, in milliseconds (late is positive).
+    pub skew_ms: f64,
+}
+
+/// What `volley merge` combined.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MergeInfo {
+    /// How many shards the plan had (N of `--shard I/N`).
+    pub count: u32,
+    /// Each merged shard's index and start skew, by index.
+    pub shards: Vec<MergedShard>,
+    /// Indexes left out (`--partial`); empty for a complete merge.
+    pub missing: Vec<u32>,
+}
+
+/// One shard of a merge.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MergedShard {
+    pub index: u32,
+    /// Its start skew in milliseconds (absent without `--start-at`).
+    pub skew_ms: Option<f64>,
 }
 
 /// One URL's results.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunReport {
     pub url: String,
     /// The protocol spoken: `http/1.1`, `h2` (over TLS) or `h2c`.
     pub protocol: String,
     /// `volley step`: the level of load of this run.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<f64>,
     pub warmup: Option<PhaseTotals>,
     pub summary: Summary,
@@ -66,16 +115,22 @@ pub struct RunReport {
     /// volley's own process over the run.
     pub tool_process: Option<crate::monitor::ProcSummary>,
     /// Scenarios: each named plan item's statistics.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepStats>,
     /// The whole run's latency histogram of successful requests, in
     /// microseconds: HdrHistogram V2 (deflate) encoding, base64.
-    pub histogram: String,
+    pub histogram: EncodedHistogram,
+    /// The service times' histogram (from the actual send), same encoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_histogram: Option<EncodedHistogram>,
+    /// Failed requests' times, same encoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failures_histogram: Option<EncodedHistogram>,
     pub interrupted: bool,
 }
 
 /// One scenario step's statistics: the same shape as a run's.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepStats {
     pub name: String,
     pub summary: Summary,
@@ -83,7 +138,7 @@ pub struct StepStats {
 }
 
 /// Totals of a phase that is shown but not analysed (the warm-up).
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PhaseTotals {
     pub requests: u64,
     pub ok: u64,
@@ -92,7 +147,7 @@ pub struct PhaseTotals {
     pub rps: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
     pub requests: u64,
     pub ok: u64,
@@ -110,7 +165,7 @@ pub struct Summary {
     /// Open model only.
     pub schedule: Option<Schedule>,
     /// Only when TLS handshakes were made in the measured phase.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsHandshakes>,
     pub status: BTreeMap<String, u64>,
     pub errors_by_kind: BTreeMap<String, u64>,
@@ -121,7 +176,7 @@ pub struct Summary {
 }
 
 /// Latency of successful requests, in milliseconds (all zero when none).
-#[derive(Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
     pub min: f64,
     pub mean: f64,
@@ -137,7 +192,7 @@ pub struct Latency {
 }
 
 /// One row of the response-time distribution (Gatling's report).
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Bucket {
     pub label: String,
     /// Lower bound, inclusive, in ms; absent for the `failed` row.
@@ -148,7 +203,7 @@ pub struct Bucket {
     pub percent: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ToolCpu {
     pub user_s: f64,
     pub sys_s: f64,
@@ -161,6 +216,17 @@ pub struct ToolCpu {
 }
 
 impl Latency {
+    /// From a histogram and its exact extremes (a merge's: the shards'
+    /// smallest minimum and largest maximum), in microseconds.
+    pub fn from_histogram(hist: &hdrhistogram::Histogram<u64>, min_ms: f64, max_ms: f64) -> Latency {
+        let timings = Timings {
+            hist: hist.clone(),
+            min_us: (min_ms * 1000.0).round() as u64,
+            max_us: (max_ms * 1000.0).round() as u64,
+        };
+        Latency::from_timings(&timings)
+    }
+
     pub fn from_timings(t: &Timings) -> Latency {
         if t.is_empty() {
             return Latency::default();
@@ -183,7 +249,7 @@ impl Latency {
 }
 
 /// Open model: how well the schedule held.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Schedule {
     /// Requests sent on the schedule.
     pub sent: u64,
@@ -215,7 +281,7 @@ impl Schedule {
 }
 
 /// The TLS handshakes of new connections.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TlsHandshakes {
     pub handshakes: u64,
     /// Of those, the ones that resumed an earlier session.
@@ -412,7 +478,9 @@ impl RunReport {
                         .collect()
                 })
                 .unwrap_or_default(),
-            histogram: histogram::encode(&result.total.latency.hist),
+            histogram: EncodedHistogram(result.total.latency.hist.clone()),
+            service_histogram: Some(EncodedHistogram(result.total.service.hist.clone())),
+            failures_histogram: Some(EncodedHistogram(result.total.failures.hist.clone())),
             interrupted: result.interrupted,
         }
     }
@@ -421,12 +489,15 @@ impl RunReport {
 impl Report {
     pub fn new(plan: Plan, started_at: std::time::SystemTime) -> Report {
         Report {
-            schema: SCHEMA,
+            schema: SCHEMA.to_string(),
             tool: Tool {
-                name: "volley",
-                version: env!("CARGO_PKG_VERSION"),
+                name: "volley".to_string(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
             },
             started_at: humantime::format_rfc3339_seconds(started_at).to_string(),
+            plan_hash: Some(plan.whole_plan_hash()),
+            start: None,
+            merged: None,
             plan,
             runs: Vec::new(),
             step: None,
@@ -435,7 +506,9 @@ impl Report {
             interrupted: false,
         }
     }
+}
 
+impl<P: Serialize> Report<P> {
     /// The report as pretty JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("report values always serialise")

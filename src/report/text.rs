@@ -265,7 +265,7 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
         ms(l.p9999)
     );
     if detail == Detail::Verbose
-        && let Ok(hist) = super::histogram::decode(&run.histogram)
+        && let hist = &run.histogram.0
         && !hist.is_empty()
     {
         let _ = writeln!(out, "  spectrum:");

@@ -1,0 +1,270 @@
+//! `volley k8s`: a sharded run as a Kubernetes Indexed Job.
+//!
+//! `manifest` prints the objects (a ConfigMap with the plan file when there
+//! is one, and the Job whose pod I runs `--shard I/N`); `run` applies them
+//! through the user's own `kubectl`, collects each index's report, merges
+//! them and deletes the Job ([`kubectl`]). Talking to the cluster through
+//! kubectl, rather than an API client crate, reuses the credentials,
+//! contexts and plugins users already have configured, and keeps a large
+//! dependency out of a load generator.
+
+pub mod kubectl;
+
+use crate::cli::{Cli, Command, K8sOptions};
+use clap::Parser;
+use serde_json::{Value, json};
+use std::time::SystemTime;
+
+/// Where a plan file and its companions are mounted in the pods.
+const PLAN_DIR: &str = "/plan";
+
+/// The label that ties a run's Job and pods together.
+pub const RUN_LABEL: &str = "volley.dev/run";
+
+/// What the pods of one run get.
+#[derive(Debug)]
+pub struct JobSpec {
+    pub name: String,
+    pub shards: u32,
+    /// The manifests, in apply order.
+    pub objects: Vec<Value>,
+    /// When the shards start (RFC 3339).
+    pub start_at: String,
+}
+
+/// Flags that the pods' command may not carry: the Job sets them, or the
+/// merge does their work.
+const OWNED_FLAGS: [(&str, &str); 8] = [
+    ("--shard", "the Job gives each pod its shard"),
+    ("--start-at", "set --start-lead instead"),
+    ("--json", "the pods always print their report as JSON"),
+    ("-o", "the reports are collected from the pods' logs"),
+    ("--output", "the reports are collected from the pods' logs"),
+    ("--html", "give --html to volley k8s run"),
+    (
+        "--threshold",
+        "give --threshold to volley k8s run: it checks the merged run",
+    ),
+    ("--spawn", "a pod cannot start the target"),
+];
+
+fn dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 52
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// Builds the manifests for `opts`, starting `lead` from `now`.
+pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
+    if opts.shards == 0 {
+        return Err("--shards must be at least 1".to_string());
+    }
+    if !dns_label(&opts.name) {
+        return Err(format!(
+            "invalid --name '{}': use lowercase letters, digits and '-', at most 52 characters",
+            opts.name
+        ));
+    }
+    let lead = crate::plan::parse_duration("--start-lead", &opts.start_lead).map_err(|e| e.to_string())?;
+    let mut command = opts.command.clone();
+    for word in &command {
+        let flag = word.split('=').next().unwrap_or(word);
+        if let Some((_, why)) = OWNED_FLAGS.iter().find(|(f, _)| *f == flag) {
+            return Err(format!("the pods' command may not take {flag}: {why}"));
+        }
+    }
+    // The command must be one volley accepts; checked here, not in a pod.
+    let mut probe = vec!["volley".to_string()];
+    probe.extend(command.iter().cloned());
+    let parsed = Cli::try_parse_from(&probe).map_err(|e| {
+        let text = e.render().to_string();
+        format!(
+            "the pods' command is not a volley command: {}",
+            text.lines().next().unwrap_or("").trim_start_matches("error: ")
+        )
+    })?;
+    let plan_file = match parsed.command {
+        Command::Run(_) => None,
+        Command::Plan(args) => Some(args.file),
+        _ => return Err("the pods' command must be `run URL...` or `plan FILE.yml ...`".to_string()),
+    };
+    let start_at = humantime::format_rfc3339_seconds(now + lead).to_string();
+    let mut objects = Vec::new();
+    let mut mounts = Vec::new();
+    let mut volumes = Vec::new();
+    if let Some(file) = &plan_file {
+        let mut data = serde_json::Map::new();
+        for path in std::iter::once(file).chain(&opts.with) {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| format!("'{}' has no file name", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read '{}' for the ConfigMap: {e}", path.display()))?;
+            data.insert(name.to_string(), Value::String(text));
+        }
+        let position = command
+            .iter()
+            .position(|w| std::path::Path::new(w) == file.as_path());
+        if let (Some(i), Some(name)) = (position, file.file_name().and_then(|n| n.to_str())) {
+            command[i] = format!("{PLAN_DIR}/{name}");
+        }
+        objects.push(json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": { "name": format!("{}-plan", opts.name), "labels": { RUN_LABEL: opts.name } },
+            "data": data,
+        }));
+        mounts.push(json!({ "name": "plan", "mountPath": PLAN_DIR, "readOnly": true }));
+        volumes.push(json!({ "name": "plan", "configMap": { "name": format!("{}-plan", opts.name) } }));
+    } else if !opts.with.is_empty() {
+        return Err("--with adds files to a plan file's ConfigMap: use it with `plan FILE.yml`".to_string());
+    }
+    let mut args = command;
+    args.extend([
+        "--shard".to_string(),
+        format!("$(JOB_COMPLETION_INDEX)/{}", opts.shards),
+        "--start-at".to_string(),
+        start_at.clone(),
+        "--json".to_string(),
+    ]);
+    let mut requests = serde_json::Map::new();
+    if let Some(cpu) = &opts.cpu {
+        requests.insert("cpu".to_string(), json!(cpu));
+    }
+    if let Some(memory) = &opts.memory {
+        requests.insert("memory".to_string(), json!(memory));
+    }
+    let labels = json!({ RUN_LABEL: opts.name, "app.kubernetes.io/name": "volley" });
+    objects.push(json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": { "name": opts.name, "labels": labels },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": opts.shards,
+            "parallelism": opts.shards,
+            // A failed shard is not replaced by a late copy of itself.
+            "backoffLimit": 0,
+            "template": {
+                "metadata": { "labels": labels },
+                "spec": {
+                    "restartPolicy": "Never",
+                    // Spread the shards over nodes where it can (a soft
+                    // rule, so a one-node cluster still runs them).
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": { "matchLabels": { RUN_LABEL: opts.name } },
+                    }],
+                    "securityContext": { "runAsNonRoot": true, "runAsUser": 10001, "runAsGroup": 10001 },
+                    "containers": [{
+                        "name": "volley",
+                        "image": opts.image,
+                        "command": ["volley"],
+                        "args": args,
+                        "env": [{
+                            "name": "JOB_COMPLETION_INDEX",
+                            "valueFrom": { "fieldRef": {
+                                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                            } },
+                        }],
+                        "resources": { "requests": requests },
+                        "volumeMounts": mounts,
+                    }],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }));
+    Ok(JobSpec {
+        name: opts.name.clone(),
+        shards: opts.shards,
+        objects,
+        start_at,
+    })
+}
+
+/// The manifests as one YAML stream (each document in JSON's flow style,
+/// which YAML reads as it is).
+pub fn to_yaml(spec: &JobSpec) -> String {
+    let mut out = String::new();
+    for object in &spec.objects {
+        out += "---\n";
+        out += &serde_json::to_string_pretty(object).expect("manifests serialise");
+        out += "\n";
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(command: &[&str]) -> K8sOptions {
+        K8sOptions {
+            shards: 3,
+            image: "volley:test".to_string(),
+            name: "load".to_string(),
+            cpu: Some("1".to_string()),
+            memory: None,
+            start_lead: "30s".to_string(),
+            with: Vec::new(),
+            command: command.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_run_becomes_an_indexed_job() {
+        let now = SystemTime::UNIX_EPOCH;
+        let spec = build(&opts(&["run", "http://svc:8080/", "-n", "300"]), now).unwrap();
+        assert_eq!(spec.objects.len(), 1);
+        let job = &spec.objects[0];
+        assert_eq!(job["spec"]["completionMode"], "Indexed");
+        assert_eq!(job["spec"]["backoffLimit"], 0);
+        let args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap();
+        let args: Vec<&str> = args.iter().map(|a| a.as_str().unwrap()).collect();
+        assert_eq!(
+            args,
+            [
+                "run",
+                "http://svc:8080/",
+                "-n",
+                "300",
+                "--shard",
+                "$(JOB_COMPLETION_INDEX)/3",
+                "--start-at",
+                "1970-01-01T00:00:30Z",
+                "--json"
+            ]
+        );
+    }
+
+    #[test]
+    fn refuses_what_the_job_owns_or_volley_does_not_take() {
+        let err = build(
+            &opts(&["run", "http://svc/", "--threshold", "p99<1s"]),
+            SystemTime::now(),
+        )
+        .unwrap_err();
+        assert!(err.contains("give --threshold to volley k8s run"), "{err}");
+        let err = build(&opts(&["run", "http://svc/", "--bogus"]), SystemTime::now()).unwrap_err();
+        assert!(err.contains("not a volley command"), "{err}");
+        let err = build(&opts(&["serve"]), SystemTime::now()).unwrap_err();
+        assert!(err.contains("must be `run"), "{err}");
+        let mut bad = opts(&["run", "http://svc/"]);
+        bad.name = "Bad_Name".to_string();
+        assert!(
+            build(&bad, SystemTime::now())
+                .unwrap_err()
+                .contains("invalid --name")
+        );
+    }
+}

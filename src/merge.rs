@@ -1,0 +1,503 @@
+//! `volley merge`: the reports of a sharded run (`--shard I/N`) put back
+//! together into one ordinary report.
+//!
+//! Counters are added and histograms summed, so every merged percentile is
+//! the percentile of the summed histogram, never an average of the shards'
+//! percentiles. The series are aligned on the planned start: interval k of
+//! every shard is summed into interval k, whatever the shards' wall clocks.
+
+use crate::collector::SeriesRow;
+use crate::report::histogram::EncodedHistogram;
+use crate::report::{
+    Bucket, Latency, MergeInfo, MergedShard, PhaseTotals, RunReport, SavedReport, Schedule, StartInfo,
+    StepStats, Summary, TlsHandshakes, ToolCpu,
+};
+use crate::shard::Shard;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One report given to the merge, with the name it is shown by.
+pub struct Input {
+    pub name: String,
+    pub report: SavedReport,
+}
+
+fn shard_of(input: &Input) -> Result<Shard, String> {
+    serde_json::from_value(input.report.plan["shard"].clone()).map_err(|_| {
+        format!(
+            "'{}' is not the report of a shard (run it with --shard I/N)",
+            input.name
+        )
+    })
+}
+
+/// Checks that the inputs are the shards of one plan, each once; returns
+/// their shards (in input order), N and the missing indexes.
+fn check_set(inputs: &[Input], partial: bool) -> Result<(Vec<Shard>, u32, Vec<u32>), String> {
+    let first = inputs.first().ok_or("volley merge needs at least one report")?;
+    let shards = inputs.iter().map(shard_of).collect::<Result<Vec<_>, _>>()?;
+    let count = shards[0].count;
+    let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
+    for (input, shard) in inputs.iter().zip(&shards) {
+        if input.report.plan_hash != first.report.plan_hash || shard.count != count {
+            return Err(format!(
+                "'{}' ran a different plan than '{}' (plan hash {} vs {}): merge only the shards of one run",
+                input.name,
+                first.name,
+                input.report.plan_hash.as_deref().unwrap_or("none"),
+                first.report.plan_hash.as_deref().unwrap_or("none"),
+            ));
+        }
+        if let Some(other) = seen.insert(shard.index, &input.name) {
+            return Err(format!(
+                "shard {}/{count} is given twice ('{other}' and '{}'): give each shard once",
+                shard.index, input.name
+            ));
+        }
+    }
+    let missing: Vec<u32> = (0..count).filter(|i| !seen.contains_key(i)).collect();
+    if !missing.is_empty() && !partial {
+        return Err(format!(
+            "shard{} {} of {count} missing: give every shard's report, or --partial to merge without {}",
+            if missing.len() > 1 { "s" } else { "" },
+            join(&missing),
+            if missing.len() > 1 { "them" } else { "it" }
+        ));
+    }
+    let runs = first.report.runs.len();
+    if let Some(odd) = inputs.iter().find(|i| i.report.runs.len() != runs) {
+        return Err(format!(
+            "'{}' has {} runs and '{}' {runs}: a shard stopped early; merge complete shards",
+            odd.name,
+            odd.report.runs.len(),
+            first.name
+        ));
+    }
+    Ok((shards, count, missing))
+}
+
+fn join(list: &[u32]) -> String {
+    list.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Merges the reports of one sharded run.
+pub fn merge(inputs: &[Input], partial: bool) -> Result<SavedReport, String> {
+    let (shards, count, missing) = check_set(inputs, partial)?;
+    let reports: Vec<&SavedReport> = inputs.iter().map(|i| &i.report).collect();
+    let first = reports[0];
+    let mut runs = Vec::with_capacity(first.runs.len());
+    for r in 0..first.runs.len() {
+        let parts: Vec<&RunReport> = reports.iter().map(|rep| &rep.runs[r]).collect();
+        runs.push(merge_run(&parts).map_err(|e| format!("{e} ('{}')", inputs[0].name))?);
+    }
+    let mut merged_shards: Vec<MergedShard> = reports
+        .iter()
+        .zip(&shards)
+        .map(|(rep, shard)| MergedShard {
+            index: shard.index,
+            skew_ms: rep.start.as_ref().map(|s| s.skew_ms),
+        })
+        .collect();
+    merged_shards.sort_by_key(|s| s.index);
+    let start = first.start.as_ref().map(|s| StartInfo {
+        planned_start: s.planned_start.clone(),
+        // The latest shard sets the merged run's skew.
+        skew_ms: reports
+            .iter()
+            .filter_map(|rep| rep.start.as_ref().map(|s| s.skew_ms))
+            .fold(f64::NEG_INFINITY, f64::max),
+    });
+    Ok(SavedReport {
+        schema: first.schema.clone(),
+        tool: first.tool.clone(),
+        started_at: reports
+            .iter()
+            .map(|rep| rep.started_at.clone())
+            .min()
+            .unwrap_or_default(),
+        plan: whole_plan(&reports),
+        plan_hash: first.plan_hash.clone(),
+        start,
+        merged: Some(MergeInfo {
+            count,
+            shards: merged_shards,
+            missing,
+        }),
+        runs,
+        step: None,
+        thresholds: Vec::new(),
+        aborted_by: reports.iter().find_map(|rep| rep.aborted_by.clone()),
+        interrupted: reports.iter().any(|rep| rep.interrupted),
+    })
+}
+
+/// The whole plan: the first shard's, with the split quantities added back
+/// up over the shards given and no shard of its own.
+fn whole_plan(reports: &[&SavedReport]) -> Value {
+    let mut plan = reports[0].plan.clone();
+    let sum = |key: &str| -> Value {
+        let values: Vec<&Value> = reports.iter().map(|r| &r.plan[key]).collect();
+        if values.iter().all(|v| v.is_u64()) {
+            Value::from(values.iter().filter_map(|v| v.as_u64()).sum::<u64>())
+        } else if values.iter().all(|v| v.is_number()) {
+            Value::from(values.iter().filter_map(|v| v.as_f64()).sum::<f64>())
+        } else {
+            reports[0].plan[key].clone()
+        }
+    };
+    if let Some(map) = plan.as_object_mut() {
+        for key in ["connections", "requests", "max_connections", "threads", "rate"] {
+            map.insert(key.to_string(), sum(key));
+        }
+        if let Some(stages) = map.get_mut("stages").and_then(Value::as_array_mut) {
+            for (i, stage) in stages.iter_mut().enumerate() {
+                let total: f64 = reports
+                    .iter()
+                    .filter_map(|r| r.plan["stages"][i]["target"].as_f64())
+                    .sum();
+                stage["target"] = Value::from(total);
+            }
+        }
+        if map["warmup"]["requests"].is_u64() {
+            let total: u64 = reports
+                .iter()
+                .filter_map(|r| r.plan["warmup"]["requests"].as_u64())
+                .sum();
+            map.insert("warmup".to_string(), serde_json::json!({ "requests": total }));
+        }
+        map.insert("shard".to_string(), Value::Null);
+    }
+    plan
+}
+
+fn sum_histograms<'a>(hists: impl Iterator<Item = &'a Histogram<u64>>) -> Histogram<u64> {
+    let mut total = crate::recorder::new_latency_histogram();
+    for h in hists {
+        // Every histogram volley writes has the same bounds; a foreign one
+        // that does not fit is clamped rather than dropped.
+        if total.add(h).is_err() {
+            for v in h.iter_recorded() {
+                total.saturating_record_n(v.value_iterated_to(), v.count_at_value());
+            }
+        }
+    }
+    total
+}
+
+fn merged_latency(parts: &[&Latency], hist: &Histogram<u64>) -> Latency {
+    let present: Vec<&&Latency> = parts.iter().filter(|l| l.max > 0.0).collect();
+    let min = present.iter().map(|l| l.min).fold(f64::INFINITY, f64::min);
+    let max = present.iter().map(|l| l.max).fold(0.0, f64::max);
+    if present.is_empty() {
+        return Latency::default();
+    }
+    Latency::from_histogram(hist, min, max)
+}
+
+fn rate(count: u64, secs: f64) -> f64 {
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
+
+fn add_maps<V: Clone>(
+    maps: impl Iterator<Item = BTreeMap<String, V>>,
+    add: impl Fn(&mut V, &V),
+) -> BTreeMap<String, V> {
+    let mut total = BTreeMap::new();
+    for map in maps {
+        for (k, v) in map {
+            total.entry(k).and_modify(|t| add(t, &v)).or_insert(v);
+        }
+    }
+    total
+}
+
+/// Merges summaries whose latency, service and failure histograms are given.
+fn merge_summary(parts: &[&Summary], hists: [&Histogram<u64>; 3]) -> Summary {
+    let requests: u64 = parts.iter().map(|s| s.requests).sum();
+    let bytes: u64 = parts.iter().map(|s| s.bytes).sum();
+    let elapsed_s = parts.iter().map(|s| s.elapsed_s).fold(0.0, f64::max);
+    let pick = |f: fn(&Summary) -> &Latency| parts.iter().map(|s| f(s)).collect::<Vec<_>>();
+    let schedules: Vec<&Schedule> = parts.iter().filter_map(|s| s.schedule.as_ref()).collect();
+    let tls: Vec<&TlsHandshakes> = parts.iter().filter_map(|s| s.tls.as_ref()).collect();
+    let mut distribution: Vec<Bucket> = parts[0].distribution.clone();
+    for bucket in &mut distribution {
+        bucket.count = parts
+            .iter()
+            .flat_map(|s| s.distribution.iter().filter(|b| b.label == bucket.label))
+            .map(|b| b.count)
+            .sum();
+        bucket.percent = 100.0 * bucket.count as f64 / requests.max(1) as f64;
+    }
+    let user_s: f64 = parts.iter().map(|s| s.tool_cpu.user_s).sum();
+    let sys_s: f64 = parts.iter().map(|s| s.tool_cpu.sys_s).sum();
+    let threads: usize = parts.iter().map(|s| s.tool_cpu.threads).sum();
+    let capacity = elapsed_s * threads as f64;
+    Summary {
+        requests,
+        ok: parts.iter().map(|s| s.ok).sum(),
+        errors: parts.iter().map(|s| s.errors).sum(),
+        elapsed_s,
+        rps: rate(requests, elapsed_s),
+        bytes,
+        bytes_per_s: rate(bytes, elapsed_s),
+        latency_ms: merged_latency(&pick(|s| &s.latency_ms), hists[0]),
+        service_ms: merged_latency(&pick(|s| &s.service_ms), hists[1]),
+        failures_ms: merged_latency(&pick(|s| &s.failures_ms), hists[2]),
+        schedule: (!schedules.is_empty()).then(|| Schedule {
+            sent: schedules.iter().map(|s| s.sent).sum(),
+            late: schedules.iter().map(|s| s.late).sum(),
+            late_waiting_for_connection: schedules.iter().map(|s| s.late_waiting_for_connection).sum(),
+            max_delay_ms: schedules.iter().map(|s| s.max_delay_ms).fold(0.0, f64::max),
+            // The tool's lag is each shard's own: the worst shard's shows.
+            tool_lag_p50_ms: schedules.iter().map(|s| s.tool_lag_p50_ms).fold(0.0, f64::max),
+            tool_lag_p99_ms: schedules.iter().map(|s| s.tool_lag_p99_ms).fold(0.0, f64::max),
+            tool_lag_max_ms: schedules.iter().map(|s| s.tool_lag_max_ms).fold(0.0, f64::max),
+        }),
+        tls: (!tls.is_empty()).then(|| TlsHandshakes {
+            handshakes: tls.iter().map(|t| t.handshakes).sum(),
+            resumed: tls.iter().map(|t| t.resumed).sum(),
+            // No handshake histogram is saved: the slowest shard's figures.
+            handshake_ms: tls
+                .iter()
+                .max_by(|a, b| a.handshake_ms.p99.total_cmp(&b.handshake_ms.p99))
+                .map(|t| t.handshake_ms.clone())
+                .unwrap_or_default(),
+        }),
+        status: add_maps(parts.iter().map(|s| s.status.clone()), |t, v| *t += v),
+        errors_by_kind: add_maps(parts.iter().map(|s| s.errors_by_kind.clone()), |t, v| *t += v),
+        error_examples: add_maps(parts.iter().map(|s| s.error_examples.clone()), |_, _| {}),
+        distribution,
+        tool_cpu: ToolCpu {
+            user_s,
+            sys_s,
+            utilisation: if capacity > 0.0 {
+                (user_s + sys_s) / capacity
+            } else {
+                0.0
+            },
+            threads,
+            saturated: parts.iter().any(|s| s.tool_cpu.saturated),
+            peak_rss_bytes: parts.iter().map(|s| s.tool_cpu.peak_rss_bytes).max().unwrap_or(0),
+        },
+    }
+}
+
+/// Sums interval k of every shard into interval k.
+fn merge_series(parts: &[&[SeriesRow]]) -> Result<Vec<SeriesRow>, String> {
+    let len = parts.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut merged = Vec::with_capacity(len);
+    for k in 0..len {
+        let rows: Vec<&SeriesRow> = parts.iter().filter_map(|s| s.get(k)).collect();
+        let hists = rows
+            .iter()
+            .map(|r| r.histogram.as_ref().map(|h| &h.0))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("a series row has no histogram (a report from before volley 0.1's merge support)")?;
+        let hist = sum_histograms(hists.into_iter());
+        let t_s = rows.iter().map(|r| r.t_s).fold(0.0, f64::max);
+        let start_s = if k == 0 {
+            0.0
+        } else {
+            merged.last().map_or(0.0, |r: &SeriesRow| r.t_s)
+        };
+        let requests: u64 = rows.iter().map(|r| r.requests).sum();
+        let pct = |q: f64| {
+            if hist.is_empty() {
+                0.0
+            } else {
+                hist.value_at_quantile(q) as f64 / 1000.0
+            }
+        };
+        merged.push(SeriesRow {
+            t_s,
+            requests,
+            errors: rows.iter().map(|r| r.errors).sum(),
+            status_classes: std::array::from_fn(|c| rows.iter().map(|r| r.status_classes[c]).sum()),
+            rps: rate(requests, (t_s - start_s).max(1e-6)),
+            mean: if hist.is_empty() {
+                0.0
+            } else {
+                hist.mean() / 1000.0
+            },
+            p50: pct(0.5),
+            p90: pct(0.9),
+            p99: pct(0.99),
+            max: rows.iter().map(|r| r.max).fold(0.0, f64::max),
+            load: rows.iter().map(|r| r.load).sum(),
+            // Process samples are each shard's machine: they do not add up.
+            target: None,
+            tool: None,
+            histogram: Some(EncodedHistogram(hist)),
+        });
+    }
+    Ok(merged)
+}
+
+fn merge_run(parts: &[&RunReport]) -> Result<RunReport, String> {
+    let first = parts[0];
+    if let Some(odd) = parts.iter().find(|p| p.url != first.url) {
+        return Err(format!(
+            "the shards loaded different URLs: {} and {}",
+            first.url, odd.url
+        ));
+    }
+    let latency = sum_histograms(parts.iter().map(|p| &p.histogram.0));
+    let optional = |f: fn(&RunReport) -> Option<&EncodedHistogram>| {
+        let hists = parts
+            .iter()
+            .map(|p| f(p).map(|h| &h.0))
+            .collect::<Option<Vec<_>>>();
+        hists.map(|h| sum_histograms(h.into_iter()))
+    };
+    let service = optional(|p| p.service_histogram.as_ref());
+    let failures = optional(|p| p.failures_histogram.as_ref());
+    let empty = crate::recorder::new_latency_histogram();
+    let summaries: Vec<&Summary> = parts.iter().map(|p| &p.summary).collect();
+    let summary = merge_summary(
+        &summaries,
+        [
+            &latency,
+            service.as_ref().unwrap_or(&empty),
+            failures.as_ref().unwrap_or(&empty),
+        ],
+    );
+    let series: Vec<&[SeriesRow]> = parts.iter().map(|p| p.series.as_slice()).collect();
+    let warmups: Vec<&PhaseTotals> = parts.iter().filter_map(|p| p.warmup.as_ref()).collect();
+    let steps = first
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| merge_step(parts, i, &step.name))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RunReport {
+        url: first.url.clone(),
+        protocol: first.protocol.clone(),
+        load: None,
+        warmup: (!warmups.is_empty()).then(|| {
+            let requests = warmups.iter().map(|w| w.requests).sum();
+            let elapsed_s = warmups.iter().map(|w| w.elapsed_s).fold(0.0, f64::max);
+            PhaseTotals {
+                requests,
+                ok: warmups.iter().map(|w| w.ok).sum(),
+                errors: warmups.iter().map(|w| w.errors).sum(),
+                elapsed_s,
+                rps: rate(requests, elapsed_s),
+            }
+        }),
+        summary,
+        series: merge_series(&series)?,
+        target: None,
+        tool_process: None,
+        steps,
+        histogram: EncodedHistogram(latency),
+        service_histogram: service.map(EncodedHistogram),
+        failures_histogram: failures.map(EncodedHistogram),
+        interrupted: parts.iter().any(|p| p.interrupted),
+    })
+}
+
+/// A scenario step: its latency from its series' summed histograms (no
+/// service or failure histogram is kept per step, so those stay empty).
+fn merge_step(parts: &[&RunReport], i: usize, name: &str) -> Result<StepStats, String> {
+    let steps: Vec<&StepStats> = parts
+        .iter()
+        .map(|p| p.steps.get(i).filter(|s| s.name == name))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| format!("the shards' plan steps differ at '{name}'"))?;
+    let series = merge_series(&steps.iter().map(|s| s.series.as_slice()).collect::<Vec<_>>())?;
+    let latency = sum_histograms(series.iter().filter_map(|r| r.histogram.as_ref().map(|h| &h.0)));
+    let empty = crate::recorder::new_latency_histogram();
+    let summaries: Vec<&Summary> = steps.iter().map(|s| &s.summary).collect();
+    let mut summary = merge_summary(&summaries, [&latency, &empty, &empty]);
+    summary.service_ms = Latency::default();
+    summary.failures_ms = Latency::default();
+    Ok(StepStats {
+        name: name.to_string(),
+        summary,
+        series,
+    })
+}
+
+/// The text block naming the merged shards and their start skews.
+pub fn shards_block(report: &SavedReport) -> String {
+    let Some(merged) = &report.merged else {
+        return String::new();
+    };
+    let mut out = format!(
+        "merged {} of {} shards (plan {})\n",
+        merged.shards.len(),
+        merged.count,
+        report.plan_hash.as_deref().unwrap_or("?")
+    );
+    if let Some(start) = &report.start {
+        out += &format!("  planned start {}\n", start.planned_start);
+    }
+    for shard in &merged.shards {
+        out += &match shard.skew_ms {
+            Some(skew) => format!(
+                "  shard {}/{}  start skew {skew:+.1} ms\n",
+                shard.index, merged.count
+            ),
+            None => format!("  shard {}/{}  (no --start-at)\n", shard.index, merged.count),
+        };
+    }
+    if !merged.missing.is_empty() {
+        out += &format!(
+            "  PARTIAL: shard{} {} missing (--partial)\n",
+            if merged.missing.len() > 1 { "s" } else { "" },
+            join(&merged.missing)
+        );
+    }
+    out
+}
+
+/// Where and how a merged report goes.
+#[derive(Clone, Debug, Default)]
+pub struct Output {
+    pub file: Option<std::path::PathBuf>,
+    pub html: Option<std::path::PathBuf>,
+    /// The JSON report on stdout instead of the text.
+    pub json: bool,
+    /// Criteria besides the plan's own.
+    pub thresholds: Vec<String>,
+}
+
+/// Checks the plan's and the given thresholds on the merged report, prints
+/// it, writes the files; returns whether a threshold failed.
+pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String> {
+    let texts = merged.plan["thresholds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.as_str().map(str::to_string))
+        .chain(output.thresholds.iter().cloned());
+    let criteria = texts
+        .map(|t| crate::slo::parse_criterion(&t).map_err(|e| format!("--threshold: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    merged.thresholds = crate::thresholds::check(merged, &criteria);
+    if output.json {
+        println!("{}", merged.to_json());
+    } else {
+        print!("{}", shards_block(merged));
+        for run in &merged.runs {
+            println!("\n{}", run.url);
+            print!(
+                "{}",
+                crate::report::text::summary(run, crate::report::text::Detail::Normal)
+            );
+            print!("{}", crate::report::text::steps_table(run));
+        }
+        print!("{}", crate::thresholds::render(&merged.thresholds, &criteria));
+    }
+    if let Some(path) = &output.file {
+        std::fs::write(path, merged.to_json() + "\n")
+            .map_err(|e| format!("cannot write '{}': {e}", path.display()))?;
+    }
+    if let Some(path) = &output.html {
+        let value = serde_json::to_value(&*merged).expect("report values always serialise");
+        std::fs::write(path, crate::report::html::render(&value))
+            .map_err(|e| format!("cannot write '{}': {e}", path.display()))?;
+    }
+    Ok(merged.thresholds.iter().any(|t| !t.passed))
+}

@@ -1,0 +1,267 @@
+//! `volley k8s`: the manifests pass the Kubernetes schemas (PyPI's
+//! kubernetes-validate, installed by .ci/k8s-tools), and `volley k8s run`
+//! goes end to end against a stand-in kubectl on PATH that runs each pod's
+//! command as a local process with JOB_COMPLETION_INDEX set.
+
+use crate::support::{exclusive, read_report, schema_violations, stderr, stdout, target, url, volley};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// kubernetes-validate: $KUBERNETES_VALIDATE, or where .ci/k8s-tools puts it.
+fn kubernetes_validate() -> Option<PathBuf> {
+    let path = std::env::var_os("KUBERNETES_VALIDATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/k8s-tools/bin/kubernetes-validate")
+        });
+    path.exists().then_some(path)
+}
+
+fn validate(tool: &Path, file: &Path) -> Output {
+    Command::new(tool)
+        .args(["--strict", "--kubernetes-version", "1.33.0"])
+        .arg(file)
+        .output()
+        .expect("kubernetes-validate runs")
+}
+
+#[test]
+fn manifests_pass_the_kubernetes_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yml");
+    std::fs::write(
+        &plan,
+        "base: http://svc:8080\nconcurrency: 4\niterations: 100\nplan:\n  - name: hi\n    request:\n      url: /hi\n",
+    )
+    .unwrap();
+    let run_job = volley(&[
+        "k8s",
+        "manifest",
+        "--shards",
+        "3",
+        "--cpu",
+        "1",
+        "--memory",
+        "256Mi",
+        "run",
+        "http://svc:8080/hi",
+        "-n",
+        "30000",
+        "-c",
+        "30",
+    ]);
+    assert!(run_job.status.success(), "{}", stderr(&run_job));
+    let plan_job = volley(&[
+        "k8s",
+        "manifest",
+        "--shards",
+        "2",
+        "--name",
+        "plan-load",
+        "plan",
+        plan.to_str().unwrap(),
+    ]);
+    assert!(plan_job.status.success(), "{}", stderr(&plan_job));
+    assert!(
+        stdout(&plan_job).contains("\"kind\": \"ConfigMap\""),
+        "{}",
+        stdout(&plan_job)
+    );
+    assert!(stdout(&plan_job).contains("/plan/plan.yml"));
+
+    let Some(tool) = kubernetes_validate() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must validate the manifests (.ci/k8s-tools installs kubernetes-validate)"
+        );
+        eprintln!("note: kubernetes-validate not installed (.ci/k8s-tools); the schema check was skipped");
+        return;
+    };
+    for (name, out) in [("run.yaml", &run_job), ("plan.yaml", &plan_job)] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, &out.stdout).unwrap();
+        let checked = validate(&tool, &file);
+        assert!(
+            checked.status.success(),
+            "{name}: {}{}",
+            stdout(&checked),
+            stderr(&checked)
+        );
+    }
+    // The check can fail: a Job whose completions is not a number.
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        stdout(&run_job).replace("\"completions\": 3", "\"completions\": \"three\""),
+    )
+    .unwrap();
+    assert!(
+        !validate(&tool, &broken).status.success(),
+        "a broken Job must not validate"
+    );
+}
+
+/// Runs volley with the stand-in kubectl first on PATH, bounded in time.
+fn volley_with_fake_kubectl(state: &Path, args: &[&str], fail_index: Option<u32>) -> Output {
+    let bin = state.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/k8s/fake_kubectl.py");
+    let link = bin.join("kubectl");
+    if !link.exists() {
+        std::os::unix::fs::symlink(&fake, &link).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
+    command
+        .args(args)
+        .env("PATH", path)
+        .env("FAKE_KUBECTL_STATE", state.join("cluster"))
+        .env("FAKE_KUBECTL_VOLLEY", env!("CARGO_BIN_EXE_volley"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(index) = fail_index {
+        command.env("FAKE_KUBECTL_FAIL_INDEX", index.to_string());
+    }
+    let child = command.spawn().expect("volley starts");
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: signals our own child process.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("volley {args:?} ran longer than 60 s");
+        }
+    }
+}
+
+#[test]
+fn k8s_run_applies_collects_merges_and_deletes() {
+    let server = target();
+    let target_url = url(&server, "/hi");
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let merged = dir.path().join("merged.json");
+    let args = [
+        "k8s",
+        "run",
+        "--start-lead",
+        "2s",
+        "--timeout",
+        "40s",
+        "-o",
+        merged.to_str().unwrap(),
+        "--threshold",
+        "errors<1%",
+        "--name",
+        "e2e",
+        "--shards",
+        "3",
+        "run",
+        &target_url,
+        "-n",
+        "3000",
+        "-c",
+        "3",
+        "-t",
+        "1",
+    ];
+    let out = volley_with_fake_kubectl(dir.path(), &args, None);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("merged 3 of 3 shards") && text.contains("pass"),
+        "{text}"
+    );
+    let report = read_report(&merged);
+    assert_eq!(schema_violations(&report), Vec::<String>::new());
+    assert_eq!(report["runs"][0]["summary"]["requests"], 3000);
+    assert_eq!(report["merged"]["shards"].as_array().unwrap().len(), 3);
+    let calls = std::fs::read_to_string(dir.path().join("cluster/calls.log")).unwrap();
+    assert!(calls.starts_with("apply -f "), "{calls}");
+    assert!(
+        calls.contains("get pods -l volley.dev/run=e2e -o json"),
+        "{calls}"
+    );
+    for index in 0..3 {
+        assert!(calls.contains(&format!("logs e2e-{index}-fake")), "{calls}");
+    }
+    assert!(
+        calls.trim_end().ends_with("delete job e2e --ignore-not-found"),
+        "{calls}"
+    );
+
+    // A threshold broken on the merged run exits 3.
+    let failing = dir.path().join("again");
+    let args = [
+        "k8s",
+        "run",
+        "--start-lead",
+        "2s",
+        "--threshold",
+        "rps<1",
+        "--keep",
+        "--shards",
+        "2",
+        "run",
+        &target_url,
+        "-n",
+        "400",
+        "-c",
+        "2",
+        "-t",
+        "1",
+    ];
+    let out = volley_with_fake_kubectl(&failing, &args, None);
+    assert_eq!(out.status.code(), Some(3), "{}{}", stdout(&out), stderr(&out));
+    let calls = std::fs::read_to_string(failing.join("cluster/calls.log")).unwrap();
+    assert!(!calls.contains("delete"), "--keep keeps the Job: {calls}");
+}
+
+#[test]
+fn k8s_run_names_the_shard_whose_pod_failed() {
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "k8s",
+        "run",
+        "--start-lead",
+        "1s",
+        "--timeout",
+        "30s",
+        "--name",
+        "broken",
+        "--shards",
+        "3",
+        "run",
+        &url(&server, "/hi"),
+        "-n",
+        "300",
+        "-c",
+        "3",
+        "-t",
+        "1",
+    ];
+    let out = volley_with_fake_kubectl(dir.path(), &args, Some(1));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("shard 1 (pod broken-1-fake) failed: Error (exit code 7): error: the pod crashed"),
+        "{err}"
+    );
+    let calls = std::fs::read_to_string(dir.path().join("cluster/calls.log")).unwrap();
+    assert!(
+        calls.contains("delete job broken"),
+        "the failed Job is deleted: {calls}"
+    );
+}

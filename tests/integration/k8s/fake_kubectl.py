@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""A stand-in for kubectl, written for volley's tests: it runs each pod of an
+Indexed Job as a local process (JOB_COMPLETION_INDEX set) instead of asking
+a cluster. It knows the verbs `volley k8s run` uses: apply -f, get pods -o
+json, logs, delete. State lives in $FAKE_KUBECTL_STATE; every call is
+appended to its calls.log so the test can check what volley asked for.
+
+$FAKE_KUBECTL_VOLLEY is the volley binary the pods' `volley` stands for;
+$FAKE_KUBECTL_FAIL_INDEX makes that index's pod fail as a crashed pod would.
+"""
+import json, os, re, subprocess, sys
+
+STATE = os.environ["FAKE_KUBECTL_STATE"]
+os.makedirs(STATE, exist_ok=True)
+
+
+def log_call(args):
+    with open(os.path.join(STATE, "calls.log"), "a") as f:
+        f.write(" ".join(args) + "\n")
+
+
+def documents(text):
+    # The stream volley writes: `---` lines between JSON documents.
+    return [json.loads(d) for d in re.split(r"^---$", text, flags=re.M) if d.strip()]
+
+
+def apply(path):
+    objects = documents(open(path).read())
+    for obj in objects:
+        if obj["kind"] != "Job":
+            continue
+        spec = obj["spec"]
+        assert spec["completionMode"] == "Indexed" and spec["backoffLimit"] == 0
+        name = obj["metadata"]["name"]
+        container = spec["template"]["spec"]["containers"][0]
+        plan_dir = None
+        for o in objects:
+            if o["kind"] == "ConfigMap":
+                plan_dir = os.path.join(STATE, "configmap")
+                os.makedirs(plan_dir, exist_ok=True)
+                for fname, text in o["data"].items():
+                    open(os.path.join(plan_dir, fname), "w").write(text)
+        for index in range(spec["completions"]):
+            argv = [os.environ["FAKE_KUBECTL_VOLLEY"] if w == "volley" else w for w in container["command"]]
+            for a in container["args"]:
+                a = a.replace("$(JOB_COMPLETION_INDEX)", str(index))
+                if plan_dir and a.startswith("/plan/"):
+                    a = os.path.join(plan_dir, a[len("/plan/"):])
+                argv.append(a)
+            if os.environ.get("FAKE_KUBECTL_FAIL_INDEX") == str(index):
+                argv = ["sh", "-c", "echo 'error: the pod crashed' >&2; exit 7"]
+            pod = f"{name}-{index}-fake"
+            base = os.path.join(STATE, pod)
+            env = dict(os.environ, JOB_COMPLETION_INDEX=str(index))
+            # Like a pod's log, stdout and stderr go to one file.
+            wrapper = '"$@" > "$0.log" 2>&1; echo $? > "$0.rc.tmp"; mv "$0.rc.tmp" "$0.rc"'
+            subprocess.Popen(["sh", "-c", wrapper, base] + argv, env=env, start_new_session=True)
+            open(base + ".pod", "w").write(json.dumps({"name": pod, "index": index, "job": name}))
+    print("job.batch/applied")
+
+
+def pods(selector):
+    items = []
+    for entry in sorted(os.listdir(STATE)):
+        if not entry.endswith(".pod"):
+            continue
+        pod = json.load(open(os.path.join(STATE, entry)))
+        if selector != f"volley.dev/run={pod['job']}":
+            continue
+        rc_path = os.path.join(STATE, pod["name"] + ".rc")
+        status = {"phase": "Running"}
+        if os.path.exists(rc_path):
+            code = int(open(rc_path).read().strip())
+            status = {"phase": "Succeeded" if code == 0 else "Failed",
+                      "containerStatuses": [{"state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}}}]}
+        items.append({"metadata": {"name": pod["name"],
+                                   "annotations": {"batch.kubernetes.io/job-completion-index": str(pod["index"])}},
+                      "status": status})
+    print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+
+
+def main(args):
+    log_call(args)
+    if args[:2] == ["apply", "-f"]:
+        apply(args[2])
+    elif args[:2] == ["get", "pods"] and args[2] == "-l" and args[4:] == ["-o", "json"]:
+        pods(args[3])
+    elif args[0] == "logs":
+        sys.stdout.write(open(os.path.join(STATE, args[1] + ".log")).read())
+    elif args[0] == "delete":
+        print(f"{args[1]} {args[2]} deleted")
+    else:
+        print(f"fake kubectl: unknown command {args}", file=sys.stderr)
+        return 1
+    return 0
+
+
+sys.exit(main(sys.argv[1:]))
