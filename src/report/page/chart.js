@@ -56,9 +56,13 @@ function niceStep(range, count) {
 function ticks(lo, hi, log) {
   if (log) {
     const out = [];
+    // Over few decades, 2 and 5 of each decade too, so the axis is readable.
+    const steps = Math.log10(hi / lo) <= 2.5 ? [1, 2, 5] : [1];
     for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
-      const v = Math.pow(10, e);
-      if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v);
+      for (const m of steps) {
+        const v = m * Math.pow(10, e);
+        if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v);
+      }
     }
     return out.length >= 2 ? out : [lo, hi];
   }
@@ -202,7 +206,10 @@ function drawChart(figure, spec) {
   for (const m of spec.markers || []) {
     if (m.x < d.x0 || m.x > d.x1) continue;
     svgNode('line', { x1: sx(m.x), x2: sx(m.x), y1: PAD.top, y2: HEIGHT - PAD.bottom, class: 'marker' }, svg);
-    svgNode('text', { x: sx(m.x) + 4, y: PAD.top + 12, class: 'marker-label' }, svg).textContent = m.label;
+    const nearRight = sx(m.x) > WIDTH - 140;
+    svgNode('text', {
+      x: sx(m.x) + (nearRight ? -4 : 4), y: PAD.top + 12, class: 'marker-label', 'text-anchor': nearRight ? 'end' : 'start',
+    }, svg).textContent = m.label;
   }
 
   const cursor = svgNode('line', { y1: PAD.top, y2: HEIGHT - PAD.bottom, class: 'cursor', visibility: 'hidden' }, svg);

@@ -191,6 +191,11 @@ function runSection(parent, run, index, ctx) {
     chart(node, { id: tag('target-cpu'), title: 'Target CPU', x: timeAxis, y: { label: '% of one core', unit: '%' },
       series: [{ name: 'CPU', points: seriesOf(rows, (r) => (r.target ? r.target.cpu_pct : null)) }] });
   }
+  if (s.tls) {
+    htmlNode('p', { class: 'tls' }, node,
+      `TLS: ${formatNumber(s.tls.handshakes)} handshakes (${formatNumber(s.tls.resumed)} resumed), taking p50 `
+      + `${ms(s.tls.handshake_ms.p50)}, p99 ${ms(s.tls.handshake_ms.p99)}, max ${ms(s.tls.handshake_ms.max)}.`);
+  }
   scheduleWords(node, s.schedule);
   distribution(node, s.distribution);
   outcomes(node, s);
