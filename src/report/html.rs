@@ -54,15 +54,18 @@ pub fn spectrum_points(hist: &Histogram<u64>) -> Vec<[f64; 2]> {
     points
 }
 
-/// Each run's spectrum, from its encoded histogram (empty when it has none).
-fn spectra(report: &Value) -> Vec<Vec<[f64; 2]>> {
+/// Each run's spectrum from the encoded histogram under `field` (empty
+/// when it has none): `histogram` (latency) or `service_histogram`.
+fn spectra(report: &Value, field: &str) -> Vec<Vec<[f64; 2]>> {
     report["runs"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default()
         .iter()
         .map(|run| {
-            super::histogram::decode(run["histogram"].as_str().unwrap_or_default())
+            run[field]
+                .as_str()
+                .and_then(|text| super::histogram::decode(text).ok())
                 .map(|h| spectrum_points(&h))
                 .unwrap_or_default()
         })
@@ -95,7 +98,11 @@ fn page(title: &str, mode: &str, data: Option<&Value>) -> String {
 
 /// What the page draws for a report: the report and each run's spectrum.
 pub fn report_data(report: &Value) -> Value {
-    json!({ "report": report, "spectra": spectra(report) })
+    json!({
+        "report": report,
+        "spectra": spectra(report, "histogram"),
+        "service_spectra": spectra(report, "service_histogram"),
+    })
 }
 
 /// Renders a whole report (its JSON value) as one HTML page.
@@ -132,7 +139,7 @@ pub fn render_compare(a: &Value, b: &Value, names: [&str; 2], pairs: &[ComparedP
         .collect();
     let data = json!({ "compare": {
         "a": a, "b": b, "names": names, "pairs": pairs,
-        "spectra_a": spectra(a), "spectra_b": spectra(b),
+        "spectra_a": spectra(a, "histogram"), "spectra_b": spectra(b, "histogram"),
     }});
     page(
         &format!("volley comparison, {} and {}", names[0], names[1]),

@@ -29,18 +29,25 @@ def check_run_charts(page, report):
 
 
 def check_hover(page, run, index):
+    """Hovers the middle interval; the values shown must be the JSON
+    report's for the interval the tooltip names, which must be the one
+    under the pointer (or its neighbour, at 1-2 px per interval)."""
     fig = page.locator(f'figure[data-chart="latency-{index}"]')
-    row = run["series"][len(run["series"]) // 2]
-    x, y = x_pixel(page, fig, row["t_s"])
+    rows = run["series"]
+    target = len(rows) // 2
+    x, y = x_pixel(page, fig, rows[target]["t_s"])
     page.mouse.move(x, y)
     tip = fig.locator(".tip")
     check(tip.is_visible(), "hovering the latency chart shows no values")
+    shown_t = number(tip.locator(".tip-x").inner_text().split(":", 1)[1])
+    at = [i for i, r in enumerate(rows) if abs(r["t_s"] - shown_t) < 0.0005]
+    check(len(at) == 1 and abs(at[0] - target) <= 1,
+          f"hovering t={rows[target]['t_s']} names t={shown_t}, not that interval")
+    row = rows[at[0]]
     for key in ("p50", "p90", "p99", "max"):
         shown = number(tip.locator(f'.tip-row[data-series="{key}"] .tip-value').inner_text())
         check(abs(shown - row[key]) < 0.0005 + 1e-9,
               f"hover at t={row['t_s']} shows {key} {shown}, the JSON report has {row[key]}")
-    shown_t = number(tip.locator(".tip-x").inner_text().split(":", 1)[1])
-    check(abs(shown_t - row["t_s"]) < 0.0005, f"hover shows t={shown_t}, expected {row['t_s']}")
     page.mouse.move(0, 0)
 
 
@@ -82,6 +89,19 @@ def check_step(page, step):
         check(words in text, f"the step verdict does not say '{words}'")
 
 
+def check_shards(page, report):
+    merged = report.get("merged")
+    if not merged:
+        return
+    shards = page.locator("section.shards")
+    check(shards.count() == 1, "a merged report shows no shards section")
+    rows = shards.locator("tr").count() - 1
+    check(rows == len(merged["shards"]), f"the shards table has {rows} rows, the report {len(merged['shards'])} shards")
+    text = shards.inner_text()
+    for index in merged.get("missing", []):
+        check(f"missing: shard {index}" in text, f"missing shard {index} is not named")
+
+
 def main():
     html, report_path, screenshot = sys.argv[1:4]
     comparison = sys.argv[4:] == ["compare"]
@@ -106,6 +126,7 @@ def main():
             check(page.locator(".compare li[data-metric]").count() >= 3, "no comparison verdicts")
             for name in ("compare-rps-0", "compare-latency-0", "compare-spectrum-0"):
                 check(int(page.get_attribute(f'figure[data-chart="{name}"]', "data-points")) >= 2, f"{name} drew nothing")
+        check_shards(page, report)
         no_json_in(page)
         page.screenshot(path=screenshot, full_page=True)
         check(not page.errors, f"console errors: {page.errors}")

@@ -139,14 +139,24 @@ function scheduleWords(parent, schedule) {
     + `${ms(schedule.max_delay_ms)}. Latency is measured from the intended send, service time from the actual send.`);
 }
 
-function shardsBlock(parent, shards) {
-  if (!Array.isArray(shards) || !shards.length) return;
+// A merged report (`volley merge`): its shards and how far off each
+// started; a single shard's report: which shard, and its own start.
+function shardsBlock(parent, report) {
+  const merged = report.merged;
+  const shard = report.plan && report.plan.shard;
+  const start = report.start;
+  if (!merged && !shard && !start) return;
   const node = section(parent, 'Shards', 'shards');
-  table(node, ['shard', 'host', 'started', 'start skew', 'requests', 'errors', 'req/s', 'p99'],
-    shards.map((s, i) => [s.name || s.id || String(s.index ?? i), s.host || '', s.started_at || '',
-      s.start_skew_ms === undefined ? '' : ms(s.start_skew_ms),
-      s.summary ? s.summary.requests : s.requests, s.summary ? s.summary.errors : s.errors,
-      s.summary ? s.summary.rps : s.rps, s.summary ? ms(s.summary.latency_ms.p99) : '']));
+  const skew = (v) => (v === null || v === undefined ? 'not planned (no --start-at)' : `${ms(v)} ${v >= 0 ? 'late' : 'early'}`);
+  if (merged) {
+    const missing = merged.missing || [];
+    htmlNode('p', {}, node, `Merged from ${formatNumber((merged.shards || []).length)} of ${formatNumber(merged.count)} shards`
+      + (missing.length ? `; missing: shard ${missing.join(', ')} (a partial merge).` : '.'));
+    table(node, ['shard', 'start skew'], (merged.shards || []).map((s) => [String(s.index), skew(s.skew_ms)]));
+  } else if (shard) {
+    htmlNode('p', {}, node, `This is shard ${shard.index} of ${shard.count} (numbered from 0).`);
+  }
+  if (start) htmlNode('p', {}, node, `Planned start ${start.planned_start}; this run started ${skew(start.skew_ms)}.`);
 }
 
 function runSection(parent, run, index, ctx) {
@@ -179,7 +189,10 @@ function runSection(parent, run, index, ctx) {
       + `p99 ${ms(s.service_ms.p99)}, max ${ms(s.service_ms.max)}; latency from the intended send: p50 ${ms(s.latency_ms.p50)}, `
       + `p99 ${ms(s.latency_ms.p99)}.`);
   }
-  spectrumChart(node, tag('spectrum'), [{ name: 'latency', points: (ctx.spectra || [])[index] || [] }]);
+  const spectra = [{ name: 'latency', points: (ctx.spectra || [])[index] || [] }];
+  const service = (ctx.serviceSpectra || [])[index];
+  if (ctx.openModel && service && service.length) spectra.push({ name: 'service time', points: service });
+  spectrumChart(node, tag('spectrum'), spectra);
   const classes = ['1xx', '2xx', '3xx', '4xx', '5xx'];
   const outcome = classes.map((c, i) => ({ name: c, points: seriesOf(rows, (r) => r.status_classes[i]) }))
     .filter((x, i) => i === 1 || x.points.some(([, y]) => y > 0));
@@ -208,7 +221,6 @@ function runSection(parent, run, index, ctx) {
       return [it.name, m.requests, m.errors, m.rps, ms(l.p50), ms(l.p90), ms(l.p99), ms(l.max)];
     }), 'items');
   }
-  shardsBlock(node, run.shards);
 }
 
 function stepSection(parent, step) {
@@ -335,10 +347,10 @@ function renderPage(data) {
   if (report.interrupted) htmlNode('p', { class: 'fail' }, root, 'Interrupted (Ctrl-C): the figures cover what was measured until then.');
   if (report.aborted_by) htmlNode('p', { class: 'fail' }, root, `Stopped early: the threshold ${criterionInWords(report.aborted_by)} failed.`);
   thresholdsBlock(root, report.thresholds);
-  shardsBlock(root, report.shards);
+  shardsBlock(root, report);
   if (report.step) stepSection(root, report.step);
   const ctx = {
-    thresholds: report.thresholds, spectra: data.spectra, openModel: report.plan && typeof report.plan.rate === 'number',
+    thresholds: report.thresholds, spectra: data.spectra, serviceSpectra: data.service_spectra, openModel: report.plan && typeof report.plan.rate === 'number',
     unit: report.step ? report.step.unit : '',
   };
   (report.runs || []).forEach((run, i) => runSection(root, run, i, ctx));
