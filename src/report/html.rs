@@ -54,21 +54,29 @@ pub fn spectrum_points(hist: &Histogram<u64>) -> Vec<[f64; 2]> {
     points
 }
 
-/// Each run's spectrum from the encoded histogram under `field` (empty
-/// when it has none): `histogram` (latency) or `service_histogram`.
+/// A run's spectrum from its encoded histogram under `field` (empty when
+/// it has none): `histogram` (latency) or `service_histogram`.
+fn encoded_spectrum(run: &Value, field: &str) -> Vec<[f64; 2]> {
+    run[field]
+        .as_str()
+        .and_then(|text| super::histogram::decode(text).ok())
+        .map(|h| spectrum_points(&h))
+        .unwrap_or_default()
+}
+
+/// A run's latency spectrum, from its JSON value.
+pub fn run_spectrum(run: &Value) -> Vec<[f64; 2]> {
+    encoded_spectrum(run, "histogram")
+}
+
+/// Each run's spectrum from the histogram under `field`.
 fn spectra(report: &Value, field: &str) -> Vec<Vec<[f64; 2]>> {
     report["runs"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default()
         .iter()
-        .map(|run| {
-            run[field]
-                .as_str()
-                .and_then(|text| super::histogram::decode(text).ok())
-                .map(|h| spectrum_points(&h))
-                .unwrap_or_default()
-        })
+        .map(|run| encoded_spectrum(run, field))
         .collect()
 }
 

@@ -5,8 +5,11 @@
 //!
 //! Events, in order: `begin` (the plan), `run` (a URL or level starts, with
 //! its planned duration), `interval` (the row, the summary so far and the
-//! latency spectrum so far), and `final` (the finished report, as the
-//! `--html` file would show it).
+//! latency spectrum so far), `run_done` (its final summary and spectrum),
+//! and `final` (the finished report, as the `--html` file would show it).
+//! A page opened later replays the history, where each interval is only its
+//! row (`row`) and the figures so far come once, from the latest interval:
+//! what is kept grows by one row per interval.
 
 mod server;
 
@@ -14,8 +17,8 @@ use super::{RunStart, Sink};
 use crate::collector::SeriesRow;
 use crate::engine::Observer;
 use crate::recorder::Snapshot;
-use crate::report::html::{live_page, report_data, spectrum_points};
-use crate::report::{Report, Summary};
+use crate::report::html::{live_page, report_data, run_spectrum, spectrum_points};
+use crate::report::{Report, RunReport, Summary};
 use crate::sys::CpuTime;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -64,6 +67,10 @@ impl Dashboard {
     fn publish(&self, event: &str, data: &Value) {
         self.hub.publish(event, &data.to_string());
     }
+
+    fn index(&self) -> usize {
+        self.current.as_ref().map_or(0, |c| c.index)
+    }
 }
 
 /// The planned length of one run: its duration, or its stages' total.
@@ -90,15 +97,15 @@ impl Observer for Dashboard {
             current.threads,
             &current.buckets,
         );
-        self.publish(
-            "interval",
-            &json!({
-                "index": current.index,
-                "row": self.last_row,
-                "summary": summary,
-                "spectrum": spectrum_points(&total.latency.hist),
-            }),
-        );
+        let full = json!({
+            "index": current.index,
+            "row": self.last_row,
+            "summary": summary,
+            "spectrum": spectrum_points(&total.latency.hist),
+        });
+        let compact = json!({ "index": current.index, "row": self.last_row });
+        self.hub
+            .publish_interval(("interval", &full.to_string()), ("row", &compact.to_string()));
     }
 }
 
@@ -126,6 +133,18 @@ impl Sink for Dashboard {
                 "level": run.level,
                 "unit": unit,
                 "planned_s": planned_seconds(run.plan),
+            }),
+        );
+    }
+
+    fn run_finished(&mut self, run: &RunReport) {
+        let value = serde_json::to_value(run).unwrap_or_default();
+        self.publish(
+            "run_done",
+            &json!({
+                "index": self.index(),
+                "summary": value["summary"],
+                "spectrum": run_spectrum(&value),
             }),
         );
     }

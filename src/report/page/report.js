@@ -351,7 +351,7 @@ function renderPage(data) {
   if (report.step) stepSection(root, report.step);
   const ctx = {
     thresholds: report.thresholds, spectra: data.spectra, serviceSpectra: data.service_spectra, openModel: report.plan && typeof report.plan.rate === 'number',
-    unit: report.step ? report.step.unit : '',
+    unit: report.step ? report.step.unit : (data.live && data.live.progress.unit) || '',
   };
   (report.runs || []).forEach((run, i) => runSection(root, run, i, ctx));
   if (report.plan) {
@@ -404,13 +404,30 @@ function followLive() {
     Object.assign(data.live.progress, { index: m.index, runs: m.runs, level: m.level, unit: m.unit, planned_s: m.planned_s, elapsed_s: 0 });
     redraw();
   });
+  // Adds a row, or replaces it when the history and the latest event both
+  // carry the same interval.
+  const addRow = (m) => {
+    const run = data.report.runs[m.index];
+    const last = run.series[run.series.length - 1];
+    if (last && last.t_s === m.row.t_s) run.series[run.series.length - 1] = m.row;
+    else run.series.push(m.row);
+    data.live.progress.elapsed_s = m.row.t_s;
+    return run;
+  };
+  events.addEventListener('row', (e) => {
+    addRow(JSON.parse(e.data));
+    redraw();
+  });
   events.addEventListener('interval', (e) => {
     const m = JSON.parse(e.data);
-    const run = data.report.runs[m.index];
-    run.series.push(m.row);
-    run.summary = m.summary;
+    addRow(m).summary = m.summary;
     data.spectra[m.index] = m.spectrum;
-    data.live.progress.elapsed_s = m.row.t_s;
+    redraw();
+  });
+  events.addEventListener('run_done', (e) => {
+    const m = JSON.parse(e.data);
+    data.report.runs[m.index].summary = m.summary;
+    data.spectra[m.index] = m.spectrum;
     redraw();
   });
   events.addEventListener('final', (e) => {

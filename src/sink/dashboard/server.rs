@@ -39,8 +39,15 @@ pub struct Hub {
 #[derive(Default)]
 struct HubState {
     history: Vec<Bytes>,
+    /// The last full interval event: its figures so far replace the ones
+    /// before, so the history keeps only each interval's row.
+    latest: Option<Bytes>,
     clients: Vec<mpsc::Sender<Bytes>>,
     closed: bool,
+}
+
+fn message(event: &str, data: &str) -> Bytes {
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
 }
 
 impl Hub {
@@ -50,13 +57,30 @@ impl Hub {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Formats one Server-Sent Event, records it and offers it to every
-    /// browser; those that cannot take it now are dropped.
-    pub fn publish(&self, event: &str, data: &str) {
-        let message = Bytes::from(format!("event: {event}\ndata: {data}\n\n"));
-        let mut state = self.state();
-        state.history.push(message.clone());
+    /// Offers an event to every browser; those that cannot take it now
+    /// are dropped.
+    fn send(state: &mut HubState, message: &Bytes) {
         state.clients.retain(|c| c.try_send(message.clone()).is_ok());
+    }
+
+    /// Publishes an event that a later page needs too (a run starts or
+    /// ends): it is kept in the history.
+    pub fn publish(&self, event: &str, data: &str) {
+        let message = message(event, data);
+        let mut state = self.state();
+        state.latest = None;
+        state.history.push(message.clone());
+        Self::send(&mut state, &message);
+    }
+
+    /// Publishes an interval: browsers get the full event; the history
+    /// keeps the compact one (the row) and only the latest full event.
+    pub fn publish_interval(&self, full: (&str, &str), compact: (&str, &str)) {
+        let message = message(full.0, full.1);
+        let mut state = self.state();
+        state.history.push(self::message(compact.0, compact.1));
+        state.latest = Some(message.clone());
+        Self::send(&mut state, &message);
     }
 
     /// No more events: every stream ends once it has sent what it holds.
@@ -69,7 +93,9 @@ impl Hub {
     /// The history so far and, while the run goes on, a queue of what follows.
     fn subscribe(&self) -> (Bytes, Option<mpsc::Receiver<Bytes>>) {
         let mut state = self.state();
-        let history = Bytes::from(state.history.concat());
+        let mut history = state.history.concat();
+        history.extend_from_slice(state.latest.as_deref().unwrap_or_default());
+        let history = Bytes::from(history);
         if state.closed {
             return (history, None);
         }
@@ -250,6 +276,25 @@ mod tests {
         }
         assert_eq!(got, CLIENT_QUEUE, "it keeps only what fit in its queue");
         assert_eq!(hub.state().history.len(), CLIENT_QUEUE + 10);
+    }
+
+    #[test]
+    fn the_history_keeps_rows_and_only_the_latest_full_interval() {
+        let hub = Hub::default();
+        hub.publish("run", "{}");
+        hub.publish_interval(("interval", "full 1"), ("row", "1"));
+        hub.publish_interval(("interval", "full 2"), ("row", "2"));
+        let (history, _) = hub.subscribe();
+        assert_eq!(
+            &history[..],
+            &b"event: run\ndata: {}\n\nevent: row\ndata: 1\n\nevent: row\ndata: 2\n\nevent: interval\ndata: full 2\n\n"[..]
+        );
+        hub.publish("run_done", "{}");
+        let (history, _) = hub.subscribe();
+        assert!(
+            !String::from_utf8_lossy(&history).contains("full"),
+            "a finished run's summary replaces it"
+        );
     }
 
     #[test]
