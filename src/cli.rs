@@ -236,6 +236,17 @@ pub struct RunArgs {
     /// Write a self-contained HTML report with charts to this file.
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
+    /// Serve live charts of the run in a browser at ADDR (default
+    /// 127.0.0.1:5665; give it as --dashboard=ADDR); read-only, it stops
+    /// with the run.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "127.0.0.1:5665"
+    )]
+    pub dashboard: Option<std::net::SocketAddr>,
     /// Print the JSON report on stdout instead of the text report.
     #[arg(long)]
     pub json: bool,
@@ -380,6 +391,9 @@ pub struct CompareArgs {
     /// Changes smaller than this are noise, however significant (criterion.rs's idea).
     #[arg(long, default_value = "2%", value_name = "PERCENT")]
     pub noise: String,
+    /// Also write both runs overlaid, with the verdicts, as one HTML page.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

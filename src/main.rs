@@ -172,6 +172,7 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
         return fail(EXIT_USAGE, "a report has no runs to compare");
     }
     let mut broken = Vec::new();
+    let mut compared = Vec::new();
     for (ra, rb) in runs_a.iter().zip(runs_b.iter()) {
         let rows = match compare_runs(ra, rb, noise) {
             Ok(rows) => rows,
@@ -184,6 +185,28 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
             }
         }
         println!();
+        compared.push((ra, rb, rows));
+    }
+    if let Some(path) = &args.html {
+        let pairs: Vec<_> = compared
+            .iter()
+            .map(|(ra, rb, rows)| volley::report::html::ComparedPair {
+                url_a: ra.url.as_str(),
+                url_b: rb.url.as_str(),
+                rows,
+            })
+            .collect();
+        let names = [args.a.display().to_string(), args.b.display().to_string()];
+        let as_value = |r| serde_json::to_value(r).expect("report values always serialise");
+        let page = volley::report::html::render_compare(
+            &as_value(&a),
+            &as_value(&b),
+            [&names[0], &names[1]],
+            &pairs,
+        );
+        if let Err(e) = std::fs::write(path, page) {
+            return fail(EXIT_FAILED, &format!("cannot write '{}': {e}", path.display()));
+        }
     }
     if runs_a.len() != runs_b.len() {
         println!(
@@ -278,7 +301,9 @@ fn output_of(args: &volley::cli::RunArgs) -> Output {
         file: args.output.clone(),
         html: args.html.clone(),
         detail,
-        sinks: Default::default(),
+        sinks: volley::sink::SinkSpec {
+            dashboard: args.dashboard,
+        },
     }
 }
 

@@ -15,9 +15,14 @@ use crate::recorder::Snapshot;
 use crate::report::{Report, RunReport};
 use std::time::Duration;
 
+pub mod dashboard;
+
 /// What the command line asked for beyond the terminal and the report files.
 #[derive(Clone, Debug, Default)]
-pub struct SinkSpec {}
+pub struct SinkSpec {
+    /// `--dashboard`: serve the live page here.
+    pub dashboard: Option<std::net::SocketAddr>,
+}
 
 /// A run about to start: one URL of `volley run` or a plan, or one level of
 /// `volley step`.
@@ -46,8 +51,12 @@ pub struct Sinks(Vec<Box<dyn Sink>>);
 
 impl Sinks {
     /// Starts the sinks the command line asked for.
-    pub fn start(_spec: &SinkSpec) -> Result<Sinks, String> {
-        Ok(Sinks::default())
+    pub fn start(spec: &SinkSpec) -> Result<Sinks, String> {
+        let mut sinks = Sinks::default();
+        if let Some(addr) = spec.dashboard {
+            sinks.push(Box::new(dashboard::Dashboard::start(addr)?));
+        }
+        Ok(sinks)
     }
 
     pub fn push(&mut self, sink: Box<dyn Sink>) {

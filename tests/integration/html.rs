@@ -1,76 +1,93 @@
-//! The HTML report, opened in headless Chromium: every chart is present and
-//! drew data (the page's own script counts the points the browser rendered),
-//! a saved report renders the same way, and a screenshot is written for a
-//! person to look at. CI installs Debian's chromium (.ci/run); elsewhere the
-//! browser part is skipped with a note when chromium is missing.
+//! The HTML report and the live dashboard, checked in a real browser:
+//! Debian's chromium driven by Playwright for Python (tests/browser/*.py,
+//! installed by .ci/run into target/browser-venv). The scripts check what a
+//! reader sees (every chart drew every interval, hovering shows the JSON
+//! report's values, a drag zooms, a legend click hides a series, no console
+//! error); these tests make the reports, run the scripts and compare what
+//! the browser saw with the JSON report. Off CI, without the venv, the
+//! browser part is skipped with a note; on CI (CI set) it must run.
 
-use super::support::{exclusive, stderr, volley};
+use super::support::{exclusive, read_report, stderr, volley};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-fn chromium() -> Option<PathBuf> {
-    ["chromium", "chromium-browser"].iter().find_map(|name| {
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {name}"))
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-    })
+/// The Python with Playwright: $VOLLEY_BROWSER_PYTHON, else the venv
+/// .ci/run makes.
+fn browser_python() -> Option<PathBuf> {
+    let python = std::env::var_os("VOLLEY_BROWSER_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser-venv/bin/python"));
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must check the pages in a browser: .ci/run installs Playwright into target/browser-venv"
+    );
+    eprintln!(
+        "note: no Playwright venv ({}); the browser checks were skipped",
+        python.display()
+    );
+    None
 }
 
-/// Runs headless Chromium on a local file with the given extra flags.
-fn headless(browser: &Path, page: &Path, extra: &[&str]) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--virtual-time-budget=3000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
+/// Runs a check script; panics with its message when it fails. Returns
+/// the JSON line it printed.
+fn browser_check(python: &Path, script: &str, args: &[&str]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/browser")
+        .join(script);
+    let out = Command::new(python)
+        .arg(&script)
+        .args(args)
         .output()
-        .expect("chromium runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{} failed:\n{}\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("the check prints its figures")
 }
 
-/// The chart names the page's check found, with their point counts.
-fn charts(dom: &str) -> Vec<(String, usize)> {
-    let start = dom.find("id=\"chart-check\">").expect("the check ran") + "id=\"chart-check\">".len();
-    let end = start + dom[start..].find("</pre>").unwrap();
-    dom[start..end]
-        .lines()
-        .filter_map(|l| {
-            l.split_once(':')
-                .map(|(n, c)| (n.to_string(), c.trim().parse().unwrap_or(0)))
-        })
-        .collect()
+fn screenshot(name: &str) -> String {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(name)
+        .display()
+        .to_string()
 }
 
-#[test]
-fn the_html_report_shows_every_chart_with_data() {
-    let _exclusive = exclusive();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+/// The page stands alone: its data is embedded and nothing is fetched.
+fn assert_self_contained(page: &str) {
+    assert!(page.contains("id=\"volley-data\""), "the data is embedded");
+    assert!(!page.contains("<script src") && !page.contains("<link rel=\"stylesheet\""));
+    assert!(
+        !page.contains("\"series\""),
+        "the data is compressed, not inline JSON"
+    );
+}
+
+#[test]
+fn the_html_report_reads_right_in_a_browser() {
+    let _exclusive = exclusive();
+    let port = free_port();
     let serve = format!("{} serve --addr 127.0.0.1:{port}", env!("CARGO_BIN_EXE_volley"));
     let dir = tempfile::tempdir().unwrap();
-    let (html, json, again) = (
-        dir.path().join("run.html"),
-        dir.path().join("run.json"),
-        dir.path().join("again.html"),
-    );
+    let path = |name: &str| dir.path().join(name).display().to_string();
     let out = volley(&[
         "run",
         "--spawn",
@@ -80,129 +97,215 @@ fn the_html_report_shows_every_chart_with_data() {
         "-d",
         "2s",
         "--interval",
-        "250ms",
+        "200ms",
         "-q",
         "--html",
-        html.to_str().unwrap(),
+        &path("run.html"),
         "-o",
-        json.to_str().unwrap(),
+        &path("run.json"),
         &format!("http://127.0.0.1:{port}/alloc/256"),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let page = std::fs::read_to_string(&html).unwrap();
-    for name in [
-        "throughput-0",
-        "latency-0",
-        "spectrum-0",
-        "outcomes-0",
-        "target-rss-0",
-        "target-cpu-0",
-    ] {
-        assert!(page.contains(&format!("data-chart=\"{name}\"")), "{name} missing");
-    }
-    assert!(
-        !page.contains("http://") || !page.contains("<script src"),
-        "nothing loaded from a network"
-    );
-    let out = volley(&[
-        "report",
-        json.to_str().unwrap(),
-        "--html",
-        again.to_str().unwrap(),
-    ]);
+    assert_self_contained(&std::fs::read_to_string(path("run.html")).unwrap());
+    let out = volley(&["report", &path("run.json"), "--html", &path("again.html")]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(path("run.html")).unwrap(),
+        std::fs::read_to_string(path("again.html")).unwrap(),
+        "a saved report renders the same page"
+    );
 
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must check the HTML report in chromium (.ci/run installs it)"
-        );
-        eprintln!("note: chromium not installed; the in-browser check of the HTML report was skipped");
-        return;
-    };
-    for report in [&html, &again] {
-        let dom = headless(&browser, report, &["--dump-dom"]);
-        assert!(
-            dom.contains("data-charts-ok=\"true\""),
-            "a chart drew no data: {:?}",
-            charts(&dom)
-        );
-        let found = charts(&dom);
-        assert_eq!(found.len(), 6, "{found:?}");
-        assert!(found.iter().all(|(_, points)| *points >= 2), "{found:?}");
-    }
-    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-report.png");
-    let _ = std::fs::remove_file(&shot);
-    headless(
-        &browser,
-        &html,
+    let Some(python) = browser_python() else { return };
+    let figures = browser_check(
+        &python,
+        "check_report.py",
         &[
-            &format!("--screenshot={}", shot.display()),
-            "--window-size=960,2400",
+            &path("run.html"),
+            &path("run.json"),
+            &screenshot("report-run.png"),
         ],
     );
-    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
-    assert!(size > 20_000, "a screenshot of the report at {}", shot.display());
-    eprintln!("screenshot of the HTML report: {}", shot.display());
+    eprintln!(
+        "report drawn: {figures} (screenshot {})",
+        screenshot("report-run.png")
+    );
 }
 
-/// A step report shows its levels and knee; a plan report its steps.
 #[test]
-fn step_and_plan_reports_have_their_sections() {
+fn step_plan_and_compare_pages_read_right_in_a_browser() {
     let _exclusive = exclusive();
     let server = super::support::target();
     let base = super::support::url(&server, "");
     let dir = tempfile::tempdir().unwrap();
-    let step_html = dir.path().join("step.html");
+    let path = |name: &str| dir.path().join(name).display().to_string();
     let out = volley(&[
         "step",
         "--levels",
-        "1,2",
+        "1,2,4",
         "--step-duration",
-        "400ms",
+        "500ms",
         "--interval",
         "100ms",
         "--slo",
         "p99<1s",
         "-q",
         "--html",
-        step_html.to_str().unwrap(),
+        &path("step.html"),
+        "-o",
+        &path("step.json"),
         &format!("{base}/sleep/5"),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let page = std::fs::read_to_string(&step_html).unwrap();
-    assert!(
-        page.contains("Load levels") && page.contains("Maximum load: <b>2 connections</b>"),
-        "{page}"
-    );
-    assert!(page.contains("data-chart=\"levels\"") && page.contains("data-chart=\"throughput-1\""));
 
-    let plan = dir.path().join("plan.yml");
     std::fs::write(
-        &plan,
-        "plan:\n  - name: First\n    request: {url: /hi}\n  - name: Second\n    request: {url: /hi}\n",
+        path("plan.yml"),
+        "plan:\n  - name: First\n    request: {url: /hi}\n  - name: Second\n    request: {url: /sleep/1}\n",
     )
     .unwrap();
-    let plan_html = dir.path().join("plan.html");
     let out = volley(&[
         "plan",
-        plan.to_str().unwrap(),
+        &path("plan.yml"),
         "--base",
         &base,
-        "-n",
-        "50",
+        "-d",
+        "1s",
+        "--interval",
+        "100ms",
         "-q",
         "--html",
-        plan_html.to_str().unwrap(),
+        &path("plan.html"),
+        "-o",
+        &path("plan.json"),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let page = std::fs::read_to_string(&plan_html).unwrap();
-    assert!(
-        page.contains("Plan steps") && page.contains("<td>First</td>") && page.contains("<td>Second</td>")
-    );
+    let out = volley(&[
+        "compare",
+        &path("plan.json"),
+        &path("plan.json"),
+        "--html",
+        &path("compare.html"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_self_contained(&std::fs::read_to_string(path("compare.html")).unwrap());
 
-    if let Some(browser) = chromium() {
-        let dom = headless(&browser, &step_html, &["--dump-dom"]);
-        assert!(dom.contains("data-charts-ok=\"true\""), "{:?}", charts(&dom));
+    let Some(python) = browser_python() else { return };
+    browser_check(
+        &python,
+        "check_report.py",
+        &[
+            &path("step.html"),
+            &path("step.json"),
+            &screenshot("report-step.png"),
+        ],
+    );
+    browser_check(
+        &python,
+        "check_report.py",
+        &[
+            &path("plan.html"),
+            &path("plan.json"),
+            &screenshot("report-plan.png"),
+        ],
+    );
+    browser_check(
+        &python,
+        "check_report.py",
+        &[
+            &path("compare.html"),
+            &path("plan.json"),
+            &screenshot("report-compare.png"),
+            "compare",
+        ],
+    );
+}
+
+/// Reads volley's stderr until it names the dashboard's address, and
+/// keeps draining it after (a closed pipe would fail volley's writes).
+fn dashboard_url(stderr: impl std::io::Read + Send + 'static) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("dashboard: ") {
+                let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("volley printed the dashboard's address")
+}
+
+#[test]
+fn the_dashboard_follows_a_run_to_its_report() {
+    let _exclusive = exclusive();
+    let server = super::support::target();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("live.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "run",
+            "-c",
+            "4",
+            "-d",
+            "15s",
+            "--interval",
+            "250ms",
+            "-q",
+            "--dashboard=127.0.0.1:0",
+            "-o",
+            json.to_str().unwrap(),
+            &super::support::url(&server, "/sleep/1"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("volley starts");
+    let url = dashboard_url(child.stderr.take().unwrap());
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    // Opened a moment into the run, so the page must catch up from history.
+    std::thread::sleep(Duration::from_millis(1500));
+    let seen = browser_python().map(|python| {
+        browser_check(
+            &python,
+            "check_dashboard.py",
+            &[&url, &screenshot("dashboard.png")],
+        )
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "volley did not exit after its run");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "volley failed: {status}");
+    let report = read_report(&json);
+    if let Some(seen) = seen {
+        assert_eq!(
+            seen["final_requests"], report["runs"][0]["summary"]["requests"],
+            "the dashboard's last count is the report's: {seen}"
+        );
     }
+}
+
+#[test]
+fn the_dashboard_refuses_what_it_cannot_serve() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = volley(&[
+        "run",
+        "-n",
+        "1",
+        &format!("--dashboard={addr}"),
+        "http://127.0.0.1:9/",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot serve the dashboard") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = volley(&["run", "-n", "1", "--dashboard=localhost", "http://127.0.0.1:9/"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
