@@ -11,6 +11,8 @@ pub mod collector;
 pub mod compare;
 pub mod demo;
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http1;
 pub mod http2;
 pub mod k8s;

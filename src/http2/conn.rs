@@ -922,6 +922,62 @@ impl Inner {
     }
 }
 
+/// For the fuzz targets: a connection with two lanes, each running
+/// `request` again as soon as its stream ends, fed `bytes` as if the server
+/// sent them, `piece` bytes per read. Everything a server's bytes reach
+/// (frame parsing, the stream states, flow control, HPACK) runs as in a
+/// real run; only the socket is bypassed.
+#[doc(hidden)]
+pub fn feed_server_bytes(io: Stream, request: &H2Request, bytes: &[u8], piece: usize) {
+    const LANES: usize = 2;
+    let outbox = Rc::new(Outbox::default());
+    let conn = Conn::new(io, LANES, outbox.clone());
+    for lane in 0..LANES {
+        conn.start(lane, request, None);
+    }
+    let piece = piece.clamp(1, frame::MAX_FRAME);
+    for chunk in bytes.chunks(piece) {
+        let mut finished = [false; LANES];
+        {
+            let mut inner = conn.inner.borrow_mut();
+            if inner.dead {
+                break;
+            }
+            // As `poll_fill` makes room before a read.
+            if inner.rbuf.len() - inner.rend < MIN_READ_ROOM {
+                let (start, end) = (inner.rstart, inner.rend);
+                inner.rbuf.copy_within(start..end, 0);
+                inner.rend -= start;
+                inner.rstart = 0;
+            }
+            let end = inner.rend;
+            inner.rbuf[end..end + chunk.len()].copy_from_slice(chunk);
+            inner.rend += chunk.len();
+            if let Err(err) = inner.process(0) {
+                inner.die(err, 0);
+            }
+            for (lane, done) in finished.iter_mut().enumerate() {
+                inner.send_body(lane, &request.body);
+                if inner.lanes[lane].result.is_some() {
+                    let _ = inner.finish(lane);
+                    *done = true;
+                }
+            }
+            // As if the replies were written out whole.
+            inner.wbuf.clear();
+            inner.wpos = 0;
+            inner.pending_acks = 0;
+        }
+        for (lane, done) in finished.into_iter().enumerate() {
+            if done && conn.accepts_streams() {
+                conn.start(lane, request, None);
+            }
+        }
+    }
+    // The outbox holds the connection until a worker's flush; none comes.
+    outbox.dirty.borrow_mut().clear();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

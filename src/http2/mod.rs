@@ -16,10 +16,10 @@
 //! `conn` is one connection and its streams; `home` shares connections
 //! among the request loops of a worker.
 
-mod conn;
+pub(crate) mod conn;
 mod frame;
 mod home;
-mod hpack;
+pub(crate) mod hpack;
 mod request;
 
 pub use conn::Outbox;

@@ -1,0 +1,180 @@
+//! Entry points for the fuzz targets in `fuzz/` (cargo-fuzz): each takes
+//! arbitrary bytes and runs one parser or state machine over them the way
+//! a run would. Not part of volley's API; hidden from its documentation.
+//!
+//! A target passes when these return at all: any panic, hang or memory
+//! blow-up is a finding.
+
+use crate::http1::{BodySink, ResponseReader};
+use crate::http2::H2Request;
+use crate::net::Stream;
+use crate::scenario::template::{Names, Scope, Template, VarRef};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// Hands out the input `piece` bytes per read, then the end of stream.
+struct Pieces<'a> {
+    rest: &'a [u8],
+    piece: usize,
+}
+
+impl AsyncRead for Pieces<'_> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let n = self.piece.min(self.rest.len()).min(buf.remaining());
+        buf.put_slice(&self.rest[..n]);
+        self.rest = &self.rest[n..];
+        Poll::Ready(Ok(()))
+    }
+}
+
+thread_local! {
+    static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a fuzzing runtime");
+    static LISTENER: std::net::TcpListener =
+        std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback listener for the fuzz targets");
+}
+
+/// The first input byte picks the read size (1 to 256 bytes, so split
+/// heads and chunk lines are tried), the rest is what a server sent.
+fn split(data: &[u8]) -> (usize, &[u8]) {
+    match data.split_first() {
+        Some((first, rest)) => (usize::from(*first) + 1, rest),
+        None => (1, data),
+    }
+}
+
+/// HTTP/1.1 responses, read one after another from one connection (as
+/// pipelining does) until the input ends or fails to parse; every fourth
+/// read size answers a HEAD request.
+pub fn http1_responses(data: &[u8]) {
+    let (piece, rest) = split(data);
+    let head_request = piece % 4 == 0;
+    let mut stream = Pieces { rest, piece };
+    let mut reader = ResponseReader::default();
+    let sink = BodySink::default();
+    RUNTIME.with(|rt| {
+        rt.block_on(async {
+            while reader
+                .read_response(&mut stream, &sink, head_request)
+                .await
+                .is_ok()
+            {}
+        })
+    });
+}
+
+/// An HTTP/2 connection (two streams, a request with a body) fed the input
+/// as the server's bytes after the preface.
+pub fn http2_server_bytes(data: &[u8]) {
+    let (piece, rest) = split(data);
+    let request = H2Request::from_http1(
+        b"POST /fuzz HTTP/1.1\r\nHost: fuzz.test\r\nContent-Length: 5\r\n\r\nhello",
+        false,
+    )
+    .expect("a valid request");
+    let io = RUNTIME.with(|rt| {
+        let _entered = rt.enter();
+        LISTENER.with(|listener| {
+            let client = std::net::TcpStream::connect(listener.local_addr().expect("bound"))
+                .expect("loopback connect");
+            drop(listener.accept().expect("loopback accept"));
+            client.set_nonblocking(true).expect("non-blocking socket");
+            tokio::net::TcpStream::from_std(client).expect("a tokio socket")
+        })
+    });
+    crate::http2::conn::feed_server_bytes(Stream::Plain(io), &request, rest, piece * 64);
+}
+
+/// HPACK header blocks: the input split at 0xff bytes into blocks decoded
+/// in turn by one decoder (so the dynamic table carries over).
+pub fn hpack_blocks(data: &[u8]) {
+    let mut decoder = crate::http2::hpack::Decoder::default();
+    for block in data.split(|b| *b == 0xff) {
+        let mut fields = 0usize;
+        if decoder.decode(block, true, |_, _| fields += 1).is_err() {
+            return;
+        }
+    }
+}
+
+/// A plan file, loaded as `volley run --plan` loads it (from a file in a
+/// private temporary folder, so its includes resolve there).
+pub fn plan_file(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if crate::scenario::file::parse(std::path::Path::new("fuzz.yml"), text).is_err() {
+        return;
+    }
+    thread_local! {
+        static DIR: std::path::PathBuf = {
+            let dir = std::env::temp_dir().join(format!("volley-fuzz-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("a temporary folder for plan files");
+            dir
+        };
+    }
+    DIR.with(|dir| {
+        let path = dir.join("plan.yml");
+        if std::fs::write(&path, text).is_ok() {
+            let _ = crate::scenario::load(&path, &Default::default(), None);
+        }
+    });
+}
+
+/// Names known to a template: `prev` (an earlier response), a base URL and
+/// `with_items` values.
+struct FuzzNames;
+
+impl Names for FuzzNames {
+    fn var(&self, name: &str) -> Option<usize> {
+        (name == "prev").then_some(0)
+    }
+    fn base(&self) -> Option<&str> {
+        Some("http://127.0.0.1:1")
+    }
+    fn has_items(&self) -> bool {
+        true
+    }
+}
+
+/// Every reference renders as the same JSON document.
+struct FuzzScope(serde_json::Value);
+
+impl Scope for FuzzScope {
+    fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), String> {
+        let value = crate::scenario::template::json_path(&self.0, &var.path).ok_or("no value")?;
+        crate::scenario::template::write_value(value, out);
+        Ok(())
+    }
+}
+
+/// A template: compiled, then rendered.
+pub fn template(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(template) = Template::compile(text, &FuzzNames) {
+        let scope = FuzzScope(serde_json::json!({"id": 7, "items": [1, "two", {"three": 3}], "s": "x"}));
+        let mut out = Vec::new();
+        let _ = template.render(&scope, &mut out);
+    }
+}
+
+/// The criteria parsers of the command line: `--threshold` (one
+/// criterion), `--slo` (a comma list), `--stages` and `--status`.
+pub fn cli_criteria(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = crate::slo::parse_criterion(text);
+    let _ = crate::slo::parse_criteria(text);
+    let _ = crate::engine::profile::parse_stages(text);
+    let _ = crate::plan::StatusSet::parse(text);
+}
