@@ -7,6 +7,7 @@ mod http2;
 mod load;
 mod monitor;
 mod plan;
+mod plan_drill;
 mod run;
 mod server;
 mod server_h2;
