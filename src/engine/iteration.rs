@@ -9,7 +9,7 @@
 
 use super::connection::{Slot, WorkerCtx, classify, micros_between, round_trip};
 use super::feed::Ticket;
-use crate::http1::Capture;
+use crate::http1::{self, Capture};
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
 use crate::scenario::template::{Scope, Source, VarRef, json_path, write_value};
 use crate::scenario::{Body, RequestStep, Scenario, StepKind};
@@ -400,13 +400,11 @@ fn render(
         Body::Template(t) => t.render(&scope, body)?,
         Body::Bytes(bytes) => body.extend_from_slice(bytes),
     }
+    // The same encoder and override rules as `volley run`'s request; only
+    // the header values and the cookie line are the plan's own.
     out.clear();
-    out.extend_from_slice(request.method.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(if path.is_empty() { b"/" } else { path });
-    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
-    out.extend_from_slice(target.host_header.as_bytes());
-    out.extend_from_slice(b"\r\nUser-Agent: volley\r\n");
+    let rules = request.overrides;
+    http1::request::write_start(out, &request.method, path, &target.host_header, rules);
     for (name, value) in &request.headers {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
@@ -423,14 +421,7 @@ fn render(
         }
         out.extend_from_slice(b"\r\n");
     }
-    if !body.is_empty() || matches!(request.method.as_str(), "POST" | "PUT" | "PATCH") {
-        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
-    }
-    if !ctx.shared.keepalive {
-        out.extend_from_slice(b"Connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(body);
+    http1::request::write_end(out, &request.method, body, rules, ctx.shared.keepalive);
     Ok(())
 }
 

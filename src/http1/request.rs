@@ -17,6 +17,73 @@ pub struct RequestBytes {
 /// Headers volley adds unless the user set them.
 const USER_AGENT: &str = concat!("volley/", env!("CARGO_PKG_VERSION"));
 
+/// Which of volley's own header fields the user's headers replace: the one
+/// set of rules for `volley run -H` and a plan's `headers`. Worked out once
+/// from the header names (known before the run), never per request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    host: bool,
+    user_agent: bool,
+    /// `Content-Length` or `Transfer-Encoding`: the user frames the body.
+    framing: bool,
+    connection: bool,
+}
+
+impl Overrides {
+    /// The overrides of headers with these names (any case).
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Overrides {
+        let mut rules = Overrides::default();
+        for name in names {
+            let is = |other: &str| name.eq_ignore_ascii_case(other);
+            rules.host |= is("host");
+            rules.user_agent |= is("user-agent");
+            rules.framing |= is("content-length") || is("transfer-encoding");
+            rules.connection |= is("connection");
+        }
+        rules
+    }
+}
+
+/// Writes one `name: value` header line.
+pub fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Starts a request: the request line, then `Host` and `User-Agent` unless
+/// the user's headers (written next, by the caller) replace them.
+pub fn write_start(out: &mut Vec<u8>, method: &str, target: &[u8], host: &str, rules: Overrides) {
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(if target.is_empty() { b"/" } else { target });
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if !rules.host {
+        write_header(out, "Host", host.as_bytes());
+    }
+    if !rules.user_agent {
+        write_header(out, "User-Agent", USER_AGENT.as_bytes());
+    }
+}
+
+/// Ends a request after the user's headers: the body's length when there is
+/// a body or the method expects one (RFC 9110 section 8.6), unless the user
+/// framed it; `Connection: close` without keep-alive; the blank line; the
+/// body. Writes no allocation of its own (the length goes through `io::Write`).
+pub fn write_end(out: &mut Vec<u8>, method: &str, body: &[u8], rules: Overrides, keepalive: bool) {
+    let expects_body = matches!(method, "POST" | "PUT" | "PATCH");
+    if (!body.is_empty() || expects_body) && !rules.framing {
+        use std::io::Write as _;
+        let _ = write!(out, "Content-Length: {}\r\n", body.len());
+    }
+    if !keepalive && !rules.connection {
+        write_header(out, "Connection", b"close");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+}
+
 impl RequestBytes {
     /// Builds `METHOD path HTTP/1.1` with Host, the user's headers, a body
     /// length when there is a body, and `Connection: close` when each request
@@ -28,35 +95,19 @@ impl RequestBytes {
         body: &[u8],
         keepalive: bool,
     ) -> RequestBytes {
-        let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-        let mut out = Vec::with_capacity(128 + body.len());
-        let mut line = |name: &str, value: &str| {
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        };
-        // Request line first; `line` borrows `out`, so write it via a fresh
-        // buffer spliced in front below.
-        if !has("host") {
-            line("Host", &target.host_header);
-        }
-        if !has("user-agent") {
-            line("User-Agent", USER_AGENT);
-        }
+        let rules = Overrides::of(headers.iter().map(|(n, _)| n.as_str()));
+        let mut bytes = Vec::with_capacity(128 + body.len());
+        write_start(
+            &mut bytes,
+            method,
+            target.path_and_query.as_bytes(),
+            &target.host_header,
+            rules,
+        );
         for (name, value) in headers {
-            line(name, value);
+            write_header(&mut bytes, name, value.as_bytes());
         }
-        if !body.is_empty() && !has("content-length") && !has("transfer-encoding") {
-            line("Content-Length", &body.len().to_string());
-        }
-        if !keepalive && !has("connection") {
-            line("Connection", "close");
-        }
-        let mut bytes = format!("{method} {} HTTP/1.1\r\n", target.path_and_query).into_bytes();
-        bytes.extend_from_slice(&out);
-        bytes.extend_from_slice(b"\r\n");
-        bytes.extend_from_slice(body);
+        write_end(&mut bytes, method, body, rules, keepalive);
         RequestBytes {
             single: bytes.len(),
             bytes,
@@ -126,5 +177,37 @@ mod tests {
         assert_eq!(text.matches("ost: ").count(), 1);
         assert!(text.contains("host: other\r\n"));
         assert!(req.is_head);
+    }
+
+    #[test]
+    fn user_framing_agent_and_connection_override_volley_s() {
+        let headers = vec![
+            ("User-Agent".to_string(), "mine".to_string()),
+            ("content-length".to_string(), "5".to_string()),
+            ("Connection".to_string(), "keep-alive".to_string()),
+        ];
+        let req = RequestBytes::build("POST", &target(), &headers, b"hello", false);
+        let text = String::from_utf8(req.bytes).unwrap();
+        assert_eq!(
+            text.to_ascii_lowercase().matches("user-agent:").count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(
+            text.to_ascii_lowercase().matches("content-length:").count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(
+            text.to_ascii_lowercase().matches("connection:").count(),
+            1,
+            "{text}"
+        );
+        let empty_post = RequestBytes::build("POST", &target(), &[], b"", true);
+        assert!(
+            String::from_utf8(empty_post.bytes)
+                .unwrap()
+                .contains("Content-Length: 0\r\n")
+        );
     }
 }

@@ -5,8 +5,8 @@
 //! The YAML is walked as marked nodes (marked-yaml), so every value knows
 //! its line; includes are read relative to the including file.
 
-use marked_yaml::Node;
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
+use marked_yaml::{LoaderOptions, Node};
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -140,10 +140,39 @@ impl Reader<'_> {
     }
 
     fn number<T: std::str::FromStr>(&self, node: &Node, key: &str) -> Result<T, FileError> {
-        let text = self.string(node, key)?;
+        self.number_of(self.string(node, key)?, line_of(node), key)
+    }
+
+    fn number_of<T: std::str::FromStr>(&self, text: String, line: usize, key: &str) -> Result<T, FileError> {
         text.trim()
             .parse()
-            .map_err(|_| self.err(line_of(node), format!("'{key}' must be a number, not '{text}'")))
+            .map_err(|_| self.err(line, format!("'{key}' must be a number, not '{text}'")))
+    }
+
+    /// A top-level value, with `{{ NAME }}` replaced by environment variable
+    /// NAME as drill does (`iterations: '{{ ITERATIONS }}'`).
+    fn setting(&self, node: &Node, key: &str) -> Result<String, FileError> {
+        let text = self.string(node, key)?;
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(open) = rest.find("{{") {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 2..];
+            let close = after
+                .find("}}")
+                .ok_or_else(|| self.err(line_of(node), format!("unclosed '{{{{' in '{key}'")))?;
+            let name = after[..close].trim();
+            let value = std::env::var(name).map_err(|_| {
+                self.err(
+                    line_of(node),
+                    format!("'{key}' uses '{{{{ {name} }}}}' but no environment variable has that name"),
+                )
+            })?;
+            out.push_str(&value);
+            rest = &after[close + 2..];
+        }
+        out.push_str(rest);
+        Ok(out)
     }
 
     fn boolean(&self, node: &Node, key: &str) -> Result<bool, FileError> {
@@ -159,7 +188,10 @@ impl Reader<'_> {
 
     /// Seconds (`3`, `1.5`) or a duration (`2s`, `500ms`).
     fn duration(&self, node: &Node, key: &str) -> Result<Duration, FileError> {
-        let text = self.string(node, key)?;
+        self.duration_of(&self.string(node, key)?, line_of(node), key)
+    }
+
+    fn duration_of(&self, text: &str, line: usize, key: &str) -> Result<Duration, FileError> {
         let text = text.trim();
         if let Ok(secs) = text.parse::<f64>()
             && secs >= 0.0
@@ -169,7 +201,7 @@ impl Reader<'_> {
         }
         humantime::parse_duration(text).map_err(|_| {
             self.err(
-                line_of(node),
+                line,
                 format!("'{key}' must be seconds or a duration like 2s, not '{text}'"),
             )
         })
@@ -226,11 +258,23 @@ impl Reader<'_> {
         let mut plan = PlanFile::default();
         for (key, value) in root.iter() {
             match key.as_str() {
-                "base" => plan.settings.base = Some(self.string(value, "base")?),
-                "concurrency" => plan.settings.concurrency = Some(self.number(value, "concurrency")?),
-                "iterations" => plan.settings.iterations = Some(self.number(value, "iterations")?),
-                "rampup" => plan.settings.rampup = Some(self.duration(value, "rampup")?),
-                "run_time" => plan.settings.run_time = Some(self.duration(value, "run_time")?),
+                "base" => plan.settings.base = Some(self.setting(value, "base")?),
+                "concurrency" => {
+                    let text = self.setting(value, "concurrency")?;
+                    plan.settings.concurrency = Some(self.number_of(text, line_of(value), "concurrency")?)
+                }
+                "iterations" => {
+                    let text = self.setting(value, "iterations")?;
+                    plan.settings.iterations = Some(self.number_of(text, line_of(value), "iterations")?)
+                }
+                "rampup" => {
+                    let text = self.setting(value, "rampup")?;
+                    plan.settings.rampup = Some(self.duration_of(&text, line_of(value), "rampup")?)
+                }
+                "run_time" => {
+                    let text = self.setting(value, "run_time")?;
+                    plan.settings.run_time = Some(self.duration_of(&text, line_of(value), "run_time")?)
+                }
                 "success_codes" => {
                     let codes = self.string_list(value, "success_codes")?;
                     let parsed = codes
@@ -494,10 +538,14 @@ impl Reader<'_> {
                     let quote = match csv.get_node("quote_char") {
                         Some(q) => {
                             let q = self.string(q, "quote_char")?;
-                            match q.as_bytes() {
-                                [b] => *b,
+                            // drill takes the first byte, so its `"\\'"` means `\`.
+                            match q.as_bytes().first() {
+                                Some(b) if b.is_ascii() => *b,
                                 _ => {
-                                    return Err(self.err(line_of(node), "'quote_char' must be one character"));
+                                    return Err(self.err(
+                                        line_of(node),
+                                        "'quote_char' must start with an ASCII character",
+                                    ));
                                 }
                             }
                         }
@@ -556,13 +604,19 @@ pub fn read(path: &Path) -> Result<PlanFile, FileError> {
 /// Parses plan file text; `path` names it in errors and anchors includes.
 pub fn parse(path: &Path, text: &str) -> Result<PlanFile, FileError> {
     let reader = Reader { file: path };
-    let root = marked_yaml::parse_yaml(0, text).map_err(|e| {
-        let message = e.to_string();
-        let line = yaml_error_line(&message);
-        reader.err(line, format!("not valid YAML: {message}"))
-    })?;
+    let root = load_yaml(&reader, text, LoaderOptions::default())?;
     let map = reader.mapping(&root, "the benchmark file")?;
     reader.top(map)
+}
+
+/// Parses one YAML document as it is written (a leading `---`, comments,
+/// a byte-order mark, CRLF line ends), so errors carry its real lines.
+fn load_yaml(reader: &Reader<'_>, text: &str, options: LoaderOptions) -> Result<Node, FileError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    marked_yaml::parse_yaml_with_options(0, text, options).map_err(|e| {
+        let message = e.to_string();
+        reader.err(yaml_error_line(&message), format!("not valid YAML: {message}"))
+    })
 }
 
 /// Reads an included file: a list of plan items (or a mapping with `plan`).
@@ -573,37 +627,11 @@ pub fn read_included(path: &Path, from: &ItemDef) -> Result<Vec<ItemDef>, FileEr
         message: format!("cannot include '{}': {e}", path.display()),
     })?;
     let reader = Reader { file: path };
-    // An included file is a bare list of items; marked-yaml wants a mapping
-    // at the top, so the list is read as the value of a synthetic key.
-    let wrapped = format!("plan:\n{}", indent(&text));
-    let root = marked_yaml::parse_yaml(0, &wrapped).map_err(|e| {
-        let message = e.to_string();
-        reader.err(
-            yaml_error_line(&message).saturating_sub(1),
-            format!("not valid YAML: {message}"),
-        )
-    })?;
-    let map = reader.mapping(&root, "the included file")?;
-    let Some(Node::Sequence(items)) = map.get_node("plan") else {
+    let root = load_yaml(&reader, &text, LoaderOptions::default().toplevel_sequence())?;
+    let Node::Sequence(items) = root else {
         return Err(reader.err(1, "an included file must be a list of plan items"));
     };
-    items
-        .iter()
-        .map(|n| {
-            reader.item(n).map(|mut item| {
-                item.line = item.line.saturating_sub(1);
-                item
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|mut e| {
-            e.line = e.line.saturating_sub(1);
-            e
-        })
-}
-
-fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("  {l}\n")).collect()
+    items.iter().map(|n| reader.item(n)).collect()
 }
 
 /// marked-yaml's messages carry "line N"; pull it out for the error's line.

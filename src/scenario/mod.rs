@@ -8,6 +8,7 @@
 pub mod file;
 pub mod template;
 
+use crate::http1::request::Overrides;
 use file::{ActionDef, BodyDef, FileError, ItemDef, ItemsDef, PlanFile, Settings};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,8 @@ pub struct RequestStep {
     /// Renders to a path (`/x`) or an absolute URL on the plan's origin.
     pub url: Template,
     pub headers: Vec<(String, Template)>,
+    /// Which of volley's own headers the plan's headers replace.
+    pub overrides: Overrides,
     pub body: Body,
     /// The variable slot the response is assigned to.
     pub assign: Option<usize>,
@@ -254,6 +257,7 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
             StepKind::Request(Box::new(RequestStep {
                 method: request.method.clone(),
                 url,
+                overrides: Overrides::of(request.headers.iter().map(|(n, _)| n.as_str())),
                 headers,
                 body,
                 assign,

@@ -57,15 +57,18 @@ pub trait Names {
 /// environment variable or `base` stands for.
 pub fn resolve(expr: &str, names: &dyn Names) -> Result<Result<VarRef, String>, String> {
     let expr = expr.trim();
-    let mut segments = expr.split('.').map(str::trim);
-    let head = segments.next().unwrap_or_default();
-    let path: Vec<String> = segments.map(str::to_string).collect();
+    let segments = path_segments(expr);
     // Names and path segments are words (JSON keys and header names may
     // hold '-'); braces or spaces mean the expression is not a reference.
     let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
-    if !word(head) || !path.iter().all(|p| word(p)) {
+    let Some((head, path)) = segments
+        .as_deref()
+        .and_then(|s| s.split_first())
+        .filter(|(head, path)| word(head) && path.iter().all(|p| word(p)))
+    else {
         return Err(format!("'{{{{ {expr} }}}}' is not a variable reference"));
-    }
+    };
+    let (head, path) = (head.as_str(), path.to_vec());
     let make = |source| {
         Ok(Ok(VarRef {
             source,
@@ -98,6 +101,46 @@ pub fn resolve(expr: &str, names: &dyn Names) -> Result<Result<VarRef, String>, 
             Err(format!(
                 "'{{{{ {expr} }}}}': no earlier item assigns '{head}' and no environment variable has that name{hint}"
             ))
+        }
+    }
+}
+
+/// The segments of a path written with dots, brackets or both, as drill
+/// allows: `a.body[1].phones[0]` and `a.body.1.phones.0` are the same path;
+/// a bracket may quote its key (`a["x-y"]`). `None` if brackets are unmatched.
+pub fn path_segments(expr: &str) -> Option<Vec<String>> {
+    let mut segments = Vec::new();
+    let mut rest = expr;
+    loop {
+        let end = rest.find(['.', '[']).unwrap_or(rest.len());
+        let word = rest[..end].trim();
+        // `a[1]` has no word between `a` and `[`; `a..b` and `a.` do.
+        let after_bracket = rest.as_ptr() != expr.as_ptr() && word.is_empty() && rest.starts_with('[');
+        if !after_bracket {
+            segments.push(word.to_string());
+        }
+        rest = &rest[end..];
+        if let Some(inner) = rest.strip_prefix('[') {
+            let close = inner.find(']')?;
+            let key = inner[..close].trim();
+            let key = key
+                .strip_prefix(['"', '\''])
+                .and_then(|k| k.strip_suffix(['"', '\'']))
+                .unwrap_or(key);
+            segments.push(key.to_string());
+            rest = &inner[close + 1..];
+            if let Some(next) = rest.strip_prefix('.') {
+                rest = next;
+            } else if !rest.is_empty() && !rest.starts_with('[') {
+                return None;
+            }
+            if rest.is_empty() {
+                return Some(segments);
+            }
+        } else if let Some(next) = rest.strip_prefix('.') {
+            rest = next;
+        } else {
+            return Some(segments);
         }
     }
 }
@@ -261,6 +304,19 @@ mod tests {
                 .contains("unclosed")
         );
         assert!(Template::compile("{{ foo..x }}", &Fixed).is_err());
+    }
+
+    #[test]
+    fn brackets_and_dots_name_the_same_path() {
+        let dotted = path_segments("complex.body.1.phones.0").unwrap();
+        assert_eq!(path_segments("complex.body[1].phones[0]").unwrap(), dotted);
+        assert_eq!(path_segments("complex.body[1]phones[0]"), None);
+        assert_eq!(path_segments("a[\"x-y\"][2]").unwrap(), ["a", "x-y", "2"]);
+        assert_eq!(path_segments("a[1"), None);
+        assert_eq!(path_segments("a..b").unwrap(), ["a", "", "b"]);
+        let t = Template::compile("{{ foo.body[1].id }}", &Fixed).unwrap();
+        let scope = Values(serde_json::json!({"body": [{"id": 1}, {"id": 2}]}));
+        assert_eq!(t.render_string(&scope).unwrap(), "2");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod k8s;
 mod load;
 mod monitor;
 mod plan;
+mod plan_drill;
 mod run;
 mod server;
 mod server_h2;

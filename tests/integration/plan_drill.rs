@@ -1,0 +1,144 @@
+//! drill's plan-file forms that real files use (drill's SYNTAX.md and its
+//! example folder, written here in our own words): each test is a plan
+//! file that drill runs and that volley must run unchanged.
+
+use super::support::{num, stderr, summary, target, url, volley_json};
+use serde_json::Value;
+use std::path::Path;
+
+/// Requests and errors of the step named `name` in the first run.
+fn counts(report: &Value, name: &str) -> (u64, u64) {
+    let step = report["runs"][0]["steps"]
+        .as_array()
+        .expect("a plan's report has steps")
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no step '{name}' in {}", report["runs"][0]["steps"]));
+    let sum = &step["summary"];
+    (num(&sum["requests"]) as u64, num(&sum["errors"]) as u64)
+}
+
+/// Runs `plan` (written in `dir`) against a fresh target; the report.
+fn run_plan(dir: &Path, plan: &str, extra: &[&str]) -> Value {
+    let server = target();
+    let path = dir.join("benchmark.yml");
+    std::fs::write(&path, plan).unwrap();
+    let base = url(&server, "");
+    let mut args = vec!["plan", path.to_str().unwrap(), "--base", &base];
+    args.extend_from_slice(extra);
+    let (out, report) = volley_json(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    report
+}
+
+#[test]
+fn an_included_file_may_open_with_a_document_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("part.yml"),
+        "# one payload size\n# another comment\r\n---\n\n- name: Included ping\n  request:\n    url: /hi\n  tags: ['small']\n",
+    )
+    .unwrap();
+    let report = run_plan(
+        dir.path(),
+        "\u{feff}---\nconcurrency: 1\niterations: 3\nplan:\n  - name: Sizes\n    include: part.yml\n",
+        &[],
+    );
+    assert_eq!(counts(&report, "Included ping"), (3, 0));
+}
+
+#[test]
+fn a_two_character_quote_char_uses_its_first_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ids.csv"), "id,name\n1,\\ann\\\n2,bob\n").unwrap();
+    let report = run_plan(
+        dir.path(),
+        r#"iterations: 2
+plan:
+  - name: From CSV
+    request:
+      url: /api/users/{{ item.id }}
+    with_items_from_csv:
+      file_name: ids.csv
+      quote_char: "\\'"
+"#,
+        &[],
+    );
+    assert_eq!(counts(&report, "From CSV"), (4, 0));
+}
+
+#[test]
+fn bracket_paths_work_in_templates_and_assert_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_plan(
+        dir.path(),
+        r#"iterations: 2
+plan:
+  - name: Complex
+    request:
+      url: /echo
+      method: POST
+      body: '{"body": [{"phones": ["a"]}, {"phones": ["b", "c"]}]}'
+    assign: complex
+  - name: Use it
+    request:
+      url: /echo
+      method: POST
+      body: '{{ complex.body.body[1].phones[1] }}'
+    assign: used
+  - name: Check key
+    assert:
+      key: complex.body.body[1]["phones"][0]
+      value: b
+  - name: Check use
+    assert:
+      key: used.body
+      value: c
+"#,
+        &[],
+    );
+    assert_eq!(num(&summary(&report)["errors"]), 0.0, "{}", summary(&report));
+    assert_eq!(counts(&report, "Use it"), (2, 0));
+}
+
+#[test]
+fn top_level_values_take_environment_variables() {
+    // SAFETY: a variable no other test reads; the child inherits it.
+    unsafe {
+        std::env::set_var("VOLLEY_DRILL_TEST_ITERATIONS", "4");
+        std::env::set_var("VOLLEY_DRILL_TEST_CONCURRENCY", "2");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_plan(
+        dir.path(),
+        "iterations: '{{ VOLLEY_DRILL_TEST_ITERATIONS }}'\nconcurrency: '{{VOLLEY_DRILL_TEST_CONCURRENCY}}'\nrampup: '0'\nplan:\n  - name: Ping\n    request:\n      url: /hi\n",
+        &[],
+    );
+    assert_eq!(counts(&report, "Ping"), (4, 0));
+}
+
+#[test]
+fn headers_a_plan_sets_replace_volley_s_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_plan(
+        dir.path(),
+        r#"iterations: 2
+plan:
+  - name: Headers
+    request:
+      url: /api/echo-headers
+      headers:
+        Host: example.test
+        User-Agent: drill-layout
+    assign: seen
+  - name: One host
+    assert: {key: seen.body.host, value: example.test}
+  - name: One agent
+    assert: {key: seen.body.user-agent, value: drill-layout}
+"#,
+        &[],
+    );
+    assert_eq!(counts(&report, "Headers"), (2, 0));
+    assert_eq!(counts(&report, "One host").1, 0, "{}", summary(&report));
+    assert_eq!(counts(&report, "One agent").1, 0, "{}", summary(&report));
+}
