@@ -33,7 +33,7 @@ pub struct TlsOptions {
     #[serde(skip)]
     pub extra_roots: RootCertStore,
     /// The `--cacert` certificates themselves: a server presenting one of
-    /// them is trusted as is (see [`pinned`]).
+    /// them is trusted without a chain to a root (see `tls/pinned.rs`).
     #[serde(skip)]
     pub pinned: Vec<CertificateDer<'static>>,
     /// `--cert` and `--key` as given.

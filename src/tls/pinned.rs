@@ -1,5 +1,6 @@
 //! `--cacert` pinning: a server certificate that is exactly one of the
-//! `--cacert` certificates is trusted as is, as curl does.
+//! `--cacert` certificates is trusted without a path to a root, as curl
+//! does; its name is still checked.
 //!
 //! `openssl req -x509` makes a self-signed certificate marked as a CA; given
 //! with `--cacert`, the usual path verification refuses it as the server's
@@ -29,6 +30,10 @@ impl ServerCertVerifier for PinnedOrVerified {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         if self.pinned.iter().any(|pin| pin.as_ref() == end_entity.as_ref()) {
+            // Pinned, but still for the name volley checks (the URL's host
+            // or --sni), as curl checks it.
+            let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+            rustls::client::verify_server_name(&parsed, server_name)?;
             return Ok(ServerCertVerified::assertion());
         }
         self.verified
