@@ -73,8 +73,7 @@ fn main() -> ExitCode {
                 Ok(report) => report,
                 Err(e) => return fail(EXIT_USAGE, &e),
             };
-            let value = serde_json::to_value(&report).expect("report values always serialise");
-            match std::fs::write(&args.html, volley::report::html::render(&value)) {
+            match std::fs::write(&args.html, volley::report::html::render(&report)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(
                     EXIT_FAILED,
@@ -197,13 +196,7 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
             })
             .collect();
         let names = [args.a.display().to_string(), args.b.display().to_string()];
-        let as_value = |r| serde_json::to_value(r).expect("report values always serialise");
-        let page = volley::report::html::render_compare(
-            &as_value(&a),
-            &as_value(&b),
-            [&names[0], &names[1]],
-            &pairs,
-        );
+        let page = volley::report::html::render_compare(&a, &b, [&names[0], &names[1]], &pairs);
         if let Err(e) = std::fs::write(path, page) {
             return fail(EXIT_FAILED, &format!("cannot write '{}': {e}", path.display()));
         }

@@ -495,8 +495,7 @@ pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String>
             .map_err(|e| format!("cannot write '{}': {e}", path.display()))?;
     }
     if let Some(path) = &output.html {
-        let value = serde_json::to_value(&*merged).expect("report values always serialise");
-        std::fs::write(path, crate::report::html::render(&value))
+        std::fs::write(path, crate::report::html::render(&*merged))
             .map_err(|e| format!("cannot write '{}': {e}", path.display()))?;
     }
     Ok(merged.thresholds.iter().any(|t| !t.passed))

@@ -189,8 +189,7 @@ pub fn save(report: &Report, output: &Output) -> Result<(), EngineError> {
         println!("{}", report.to_json());
     }
     if let Some(path) = &output.html {
-        let value = serde_json::to_value(report).expect("report values always serialise");
-        std::fs::write(path, crate::report::html::render(&value)).map_err(|e| {
+        std::fs::write(path, crate::report::html::render(report)).map_err(|e| {
             EngineError::Setup(format!(
                 "cannot write the HTML report to '{}': {e}",
                 path.display()

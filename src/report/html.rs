@@ -4,16 +4,20 @@
 //! The page is three asset files of this repository (`page/`), built into the
 //! binary; the run's data goes in as gzip + base64 of a JSON value, which the
 //! page inflates with the browser's native `DecompressionStream`. It is
-//! rendered from the report's JSON value, so a live run (`--html`), a saved
-//! one (`volley report run.json --html`), a comparison and the live dashboard
-//! all draw through the same code.
+//! rendered from the typed [`Report`] (a run's, or one read back with
+//! `Report::load`), so a live run (`--html`), a saved one (`volley report
+//! run.json --html`), a merge, a comparison and the live dashboard all draw
+//! through the same code.
 //!
 //! The latency spectrum is computed here, from the run's HdrHistogram, and
 //! embedded beside the report as points: Rust already decodes the histogram,
 //! and a hundred points cost less than a second decoder in JavaScript.
 
+use super::histogram::EncodedHistogram;
+use super::{Report, RunReport};
 use base64::Engine as _;
 use hdrhistogram::Histogram;
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::Write as _;
 
@@ -54,30 +58,35 @@ pub fn spectrum_points(hist: &Histogram<u64>) -> Vec<[f64; 2]> {
     points
 }
 
-/// A run's spectrum from its encoded histogram under `field` (empty when
-/// it has none): `histogram` (latency) or `service_histogram`.
-fn encoded_spectrum(run: &Value, field: &str) -> Vec<[f64; 2]> {
-    run[field]
-        .as_str()
-        .and_then(|text| super::histogram::decode(text).ok())
-        .map(|h| spectrum_points(&h))
-        .unwrap_or_default()
+/// A run's latency spectrum.
+pub fn run_spectrum(run: &RunReport) -> Vec<[f64; 2]> {
+    spectrum_points(&run.histogram.0)
 }
 
-/// A run's latency spectrum, from its JSON value.
-pub fn run_spectrum(run: &Value) -> Vec<[f64; 2]> {
-    encoded_spectrum(run, "histogram")
-}
-
-/// Each run's spectrum from the histogram under `field`.
-fn spectra(report: &Value, field: &str) -> Vec<Vec<[f64; 2]>> {
-    report["runs"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+/// Each run's spectrum of the histogram `pick` chooses (empty where a run
+/// has none).
+fn spectra<P>(
+    report: &Report<P>,
+    pick: impl Fn(&RunReport) -> Option<&EncodedHistogram>,
+) -> Vec<Vec<[f64; 2]>> {
+    report
+        .runs
         .iter()
-        .map(|run| encoded_spectrum(run, field))
+        .map(|run| pick(run).map(|h| spectrum_points(&h.0)).unwrap_or_default())
         .collect()
+}
+
+fn latency(run: &RunReport) -> Option<&EncodedHistogram> {
+    Some(&run.histogram)
+}
+
+fn service(run: &RunReport) -> Option<&EncodedHistogram> {
+    run.service_histogram.as_ref()
+}
+
+/// A report as the JSON the page reads.
+fn to_value<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("report values always serialise")
 }
 
 /// gzip, then base64: what the page's `DecompressionStream('gzip')` reads.
@@ -105,17 +114,18 @@ fn page(title: &str, mode: &str, data: Option<&Value>) -> String {
 }
 
 /// What the page draws for a report: the report and each run's spectrum.
-pub fn report_data(report: &Value) -> Value {
+pub fn report_data<P: Serialize>(report: &Report<P>) -> Value {
     json!({
-        "report": report,
-        "spectra": spectra(report, "histogram"),
-        "service_spectra": spectra(report, "service_histogram"),
+        "report": to_value(report),
+        "spectra": spectra(report, latency),
+        "service_spectra": spectra(report, service),
     })
 }
 
-/// Renders a whole report (its JSON value) as one HTML page.
-pub fn render(report: &Value) -> String {
-    let title = format!("volley report, {}", report["started_at"].as_str().unwrap_or(""));
+/// Renders a whole report (a run's, or one read back from a file) as one
+/// HTML page.
+pub fn render<P: Serialize>(report: &Report<P>) -> String {
+    let title = format!("volley report, {}", report.started_at);
     page(&title, "report", Some(&report_data(report)))
 }
 
@@ -127,7 +137,12 @@ pub struct ComparedPair<'a> {
 }
 
 /// Renders `volley compare`: both reports overlaid, with the verdicts.
-pub fn render_compare(a: &Value, b: &Value, names: [&str; 2], pairs: &[ComparedPair]) -> String {
+pub fn render_compare<P: Serialize>(
+    a: &Report<P>,
+    b: &Report<P>,
+    names: [&str; 2],
+    pairs: &[ComparedPair],
+) -> String {
     let pairs: Vec<Value> = pairs
         .iter()
         .map(|p| {
@@ -146,8 +161,8 @@ pub fn render_compare(a: &Value, b: &Value, names: [&str; 2], pairs: &[ComparedP
         })
         .collect();
     let data = json!({ "compare": {
-        "a": a, "b": b, "names": names, "pairs": pairs,
-        "spectra_a": spectra(a, "histogram"), "spectra_b": spectra(b, "histogram"),
+        "a": to_value(a), "b": to_value(b), "names": names, "pairs": pairs,
+        "spectra_a": spectra(a, latency), "spectra_b": spectra(b, latency),
     }});
     page(
         &format!("volley comparison, {} and {}", names[0], names[1]),
@@ -168,7 +183,14 @@ mod tests {
 
     #[test]
     fn the_embedded_data_inflates_back_to_the_report() {
-        let report = json!({"started_at": "now", "runs": [{"url": "http://x/", "histogram": ""}]});
+        use clap::Parser as _;
+        let crate::cli::Command::Run(args) =
+            crate::cli::Cli::parse_from(["volley", "run", "http://127.0.0.1:9/"]).command
+        else {
+            unreachable!("a run command")
+        };
+        let plan = crate::plan::Plan::from_args(&args).unwrap();
+        let report = Report::new(plan, std::time::SystemTime::now());
         let html = render(&report);
         let start = html.find("type=\"application/octet-stream\">").unwrap() + 32;
         let end = start + html[start..].find("</script>").unwrap();
@@ -180,8 +202,9 @@ mod tests {
             .read_to_string(&mut text)
             .unwrap();
         let back: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(back["report"], report);
-        assert_eq!(back["spectra"], json!([[]]));
+        assert_eq!(back["report"], to_value(&report));
+        assert_eq!(back["report"]["plan"]["targets"][0]["url"], "http://127.0.0.1:9/");
+        assert_eq!(back["spectra"], json!([]));
         assert!(!html.contains("{{"), "every placeholder was filled");
     }
 

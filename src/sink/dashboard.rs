@@ -138,20 +138,18 @@ impl Sink for Dashboard {
     }
 
     fn run_finished(&mut self, run: &RunReport) {
-        let value = serde_json::to_value(run).unwrap_or_default();
         self.publish(
             "run_done",
             &json!({
                 "index": self.index(),
-                "summary": value["summary"],
-                "spectrum": run_spectrum(&value),
+                "summary": run.summary,
+                "spectrum": run_spectrum(run),
             }),
         );
     }
 
     fn finished(&mut self, report: &Report) {
-        let value = serde_json::to_value(report).unwrap_or_default();
-        self.publish("final", &report_data(&value));
+        self.publish("final", &report_data(report));
         self.hub.close();
         self.hub.drain(FINAL_DELIVERY);
         self.server = None;
