@@ -627,9 +627,19 @@ pub fn read_included(path: &Path, from: &ItemDef) -> Result<Vec<ItemDef>, FileEr
         message: format!("cannot include '{}': {e}", path.display()),
     })?;
     let reader = Reader { file: path };
-    let root = load_yaml(&reader, &text, LoaderOptions::default().toplevel_sequence())?;
+    let not_a_list = |line| reader.err(line, "an included file must be a list of plan items");
+    let root = match marked_yaml::parse_yaml_with_options(
+        0,
+        text.strip_prefix('\u{feff}').unwrap_or(&text),
+        LoaderOptions::default().toplevel_sequence(),
+    ) {
+        Ok(root) => root,
+        Err(marked_yaml::LoadError::TopLevelMustBeSequence(mark)) => return Err(not_a_list(mark.line())),
+        // Parsed again only to turn the error into ours.
+        Err(_) => load_yaml(&reader, &text, LoaderOptions::default().toplevel_sequence())?,
+    };
     let Node::Sequence(items) = root else {
-        return Err(reader.err(1, "an included file must be a list of plan items"));
+        return Err(not_a_list(1));
     };
     items.iter().map(|n| reader.item(n)).collect()
 }

@@ -302,8 +302,8 @@ fn malformed_files_are_errors_with_line_and_key() {
             "'with_items_from_csv' needs 'file_name'",
         ),
         (
-            "plan:\n  - name: a\n    request: {url: /}\n    with_items_from_csv: {file_name: f.csv, quote_char: xy}\n",
-            "'quote_char' must be one character",
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items_from_csv: {file_name: f.csv, quote_char: é}\n",
+            "'quote_char' must start with an ASCII character",
         ),
         (
             "plan:\n  - name: a\n    request: {url: /}\n    with_items_from_csv: [f.csv]\n",
