@@ -1,6 +1,6 @@
 //! The one request loop and what it records.
 //!
-//! Every load model runs through [`connection_loop`]: it asks the [`Feed`]
+//! Every load model runs through `connection_loop`: it asks the [`Feed`]
 //! for a ticket, sends (one request, or a pipelined round), reads the
 //! responses and records a sample each. The protocol is a driver below the
 //! loop: HTTP/1.1 owns a connection per loop; over HTTP/2 each loop is a
@@ -83,7 +83,7 @@ const YIELD_EVERY: u32 = 32;
 /// the one task polling all of them, so with thousands of connections it ran
 /// out after 128 operations and every other ready connection was polled,
 /// refused and re-woken in vain (10,000 connections: 45k req/s and most
-/// connections starved; without the budget 137k req/s). [`YIELD_EVERY`]
+/// connections starved; without the budget 137k req/s). `YIELD_EVERY`
 /// keeps the fairness the budget gave.
 pub async fn drive(ctx: &WorkerCtx, slots: Vec<Slot>, feed: &Feed) -> Vec<Slot> {
     let mut next_index = slots.len();

@@ -1,6 +1,6 @@
 //! Scenario files: drill's benchmark format, run unchanged.
 //!
-//! [`file`] reads and checks the YAML; this module resolves includes and
+//! [`file`](mod@file) reads and checks the YAML; this module resolves includes and
 //! tags, expands `with_items*`, reads bodies and CSV files, and compiles
 //! every `{{ ... }}` ([`template`]) into a [`Scenario`] ready to run: all
 //! names resolved, all files read, before the first request.
