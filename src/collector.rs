@@ -8,7 +8,7 @@
 use crate::engine::profile::LoadProfile;
 use crate::monitor::{Monitor, ProcSample};
 use crate::recorder::Snapshot;
-use crate::report::histogram::EncodedHistogram;
+use crate::report::histogram::IntervalHistogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,7 +40,7 @@ pub struct SeriesRow {
     /// run's: microseconds, V2 deflate, base64), so a merge of shards can
     /// recompute the interval's percentiles. Absent in older reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub histogram: Option<EncodedHistogram>,
+    pub histogram: Option<IntervalHistogram>,
 }
 
 /// Microseconds (as recorded) to milliseconds (as reported).
@@ -72,7 +72,7 @@ impl SeriesRow {
             load,
             target: None,
             tool: None,
-            histogram: Some(EncodedHistogram(snap.latency.hist.clone())),
+            histogram: Some(IntervalHistogram::new(&snap.latency.hist)),
         }
     }
 }

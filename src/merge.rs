@@ -7,7 +7,7 @@
 //! every shard is summed into interval k, whatever the shards' wall clocks.
 
 use crate::collector::SeriesRow;
-use crate::report::histogram::EncodedHistogram;
+use crate::report::histogram::{EncodedHistogram, IntervalHistogram};
 use crate::report::{
     Bucket, Latency, MergeInfo, MergedShard, PhaseTotals, RunReport, SavedReport, Schedule, StartInfo,
     StepStats, Summary, TlsHandshakes, ToolCpu,
@@ -291,10 +291,10 @@ fn merge_series(parts: &[&[SeriesRow]]) -> Result<Vec<SeriesRow>, String> {
         let rows: Vec<&SeriesRow> = parts.iter().filter_map(|s| s.get(k)).collect();
         let hists = rows
             .iter()
-            .map(|r| r.histogram.as_ref().map(|h| &h.0))
-            .collect::<Option<Vec<_>>>()
-            .ok_or("a series row has no histogram (a report from before volley 0.1's merge support)")?;
-        let hist = sum_histograms(hists.into_iter());
+            .map(|r| r.histogram.as_ref().map(IntervalHistogram::histogram))
+            .collect::<Option<Result<Vec<_>, _>>>()
+            .ok_or("a series row has no histogram (a report from before volley 0.1's merge support)")??;
+        let hist = sum_histograms(hists.iter());
         let t_s = rows.iter().map(|r| r.t_s).fold(0.0, f64::max);
         let start_s = if k == 0 {
             0.0
@@ -328,7 +328,7 @@ fn merge_series(parts: &[&[SeriesRow]]) -> Result<Vec<SeriesRow>, String> {
             // Process samples are each shard's machine: they do not add up.
             target: None,
             tool: None,
-            histogram: Some(EncodedHistogram(hist)),
+            histogram: Some(IntervalHistogram::new(&hist)),
         });
     }
     Ok(merged)
@@ -406,7 +406,11 @@ fn merge_step(parts: &[&RunReport], i: usize, name: &str) -> Result<StepStats, S
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| format!("the shards' plan steps differ at '{name}'"))?;
     let series = merge_series(&steps.iter().map(|s| s.series.as_slice()).collect::<Vec<_>>())?;
-    let latency = sum_histograms(series.iter().filter_map(|r| r.histogram.as_ref().map(|h| &h.0)));
+    let rows = series
+        .iter()
+        .filter_map(|r| r.histogram.as_ref().map(IntervalHistogram::histogram))
+        .collect::<Result<Vec<_>, _>>()?;
+    let latency = sum_histograms(rows.iter());
     let empty = crate::recorder::new_latency_histogram();
     let summaries: Vec<&Summary> = steps.iter().map(|s| &s.summary).collect();
     let mut summary = merge_summary(&summaries, [&latency, &empty, &empty]);

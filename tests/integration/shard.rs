@@ -253,7 +253,10 @@ fn a_saved_report_reads_back_into_the_same_report() {
     let again: Value = serde_json::from_str(&loaded.to_json()).unwrap();
     assert_eq!(again, written, "load then save changes nothing");
     let rows = &loaded.runs[0].series;
-    let per_row: u64 = rows.iter().map(|r| r.histogram.as_ref().unwrap().0.len()).sum();
+    let per_row: u64 = rows
+        .iter()
+        .map(|r| r.histogram.as_ref().unwrap().histogram().unwrap().len())
+        .sum();
     assert_eq!(
         per_row, loaded.runs[0].summary.ok,
         "the rows' histograms add up to the run's"
