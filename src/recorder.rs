@@ -213,12 +213,13 @@ impl Snapshot {
         self.errors.iter().sum()
     }
 
-    /// Non-zero status counts, in code order.
+    /// Non-zero status counts, in code order (slot 0 holds the plan steps
+    /// that have no status, such as `exec`, and is not a status).
     pub fn status_counts(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
         self.status
             .iter()
             .enumerate()
-            .filter(|(_, n)| **n > 0)
+            .filter(|(code, n)| **n > 0 && *code > 0)
             .map(|(code, n)| (code as u16, *n))
     }
 
@@ -279,6 +280,23 @@ impl Recorder {
         self.current.add(sample);
         if let Some(snap) = self.current.steps.get_mut(step) {
             snap.add(sample);
+        }
+    }
+
+    /// Records a step that is not an HTTP request (a plan's `exec`): in
+    /// its step's statistics only, so the totals and req/s count requests.
+    pub fn record_step_only(&mut self, step: usize, sample: &Sample) {
+        if let Some(snap) = self.current.steps.get_mut(step) {
+            snap.add(sample);
+        }
+    }
+
+    /// Keeps a non-request step's error example on that step alone.
+    pub fn note_step_only_error(&mut self, step: usize, err: &RequestError) {
+        if let Some(snap) = self.current.steps.get_mut(step)
+            && snap.error_examples[err.kind as usize].is_none()
+        {
+            snap.error_examples[err.kind as usize] = Some(err.message());
         }
     }
 

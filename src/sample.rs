@@ -26,10 +26,12 @@ pub enum ErrorKind {
     Io,
     /// A scenario's `assert` did not hold (or its values were missing).
     Assert,
+    /// A scenario's `exec` command could not start or exited non-zero.
+    Exec,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
     pub const ALL: [ErrorKind; Self::COUNT] = [
         ErrorKind::Connect,
         ErrorKind::Timeout,
@@ -39,6 +41,7 @@ impl ErrorKind {
         ErrorKind::Tls,
         ErrorKind::Io,
         ErrorKind::Assert,
+        ErrorKind::Exec,
     ];
 
     /// The stable name used in reports and the JSON contract.
@@ -52,6 +55,7 @@ impl ErrorKind {
             ErrorKind::Tls => "tls",
             ErrorKind::Io => "io",
             ErrorKind::Assert => "assert",
+            ErrorKind::Exec => "exec",
         }
     }
 }

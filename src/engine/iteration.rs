@@ -197,6 +197,9 @@ pub async fn run(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket, scenario: &Sc
                 );
                 true
             }
+            StepKind::Exec { command, assign } => {
+                exec(ctx, &mut state, step, command, *assign, iteration, started).await
+            }
             StepKind::Request(request) => {
                 send_all(
                     ctx,
@@ -221,6 +224,57 @@ pub async fn run(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket, scenario: &Sc
         }
     }
     slot.iteration = Some(state);
+}
+
+/// Runs an `exec` step: in its item's statistics only (not a request),
+/// its output assigned; false if it failed, which ends the iteration.
+async fn exec(
+    ctx: &WorkerCtx,
+    state: &mut IterationState,
+    step: &crate::scenario::Step,
+    command: &crate::scenario::template::Template,
+    assign: Option<usize>,
+    iteration: u64,
+    started: Instant,
+) -> bool {
+    let scope = IterScope {
+        vars: &state.vars,
+        item: None,
+        index: 0,
+        iteration,
+    };
+    let result = match command.render_string(&scope) {
+        Ok(command) => crate::scenario::exec::run(&command, ctx.shared.timeout).await,
+        Err(e) => Err(e),
+    };
+    let us = micros_between(started, Instant::now());
+    let mut sample = Sample {
+        latency_us: us,
+        service_us: us,
+        bytes: 0,
+        outcome: Outcome::Ok { status: 0 },
+    };
+    let mut recorder = ctx.recorder.borrow_mut();
+    match result {
+        Ok(output) => {
+            sample.bytes = output.len() as u64;
+            recorder.record_step_only(step.stat, &sample);
+            if let Some(var) = assign {
+                state.vars[var] = Some(Var::Text(output));
+            }
+            true
+        }
+        Err(message) => {
+            let err = RequestError::new(
+                ErrorKind::Exec,
+                ErrorDetail::Text(format!("'{}': {message}", step.name)),
+            );
+            sample.outcome = Outcome::Failed(ErrorKind::Exec);
+            recorder.note_step_only_error(step.stat, &err);
+            recorder.record_step_only(step.stat, &sample);
+            false
+        }
+    }
 }
 
 /// Compares an assigned value with the expected text.

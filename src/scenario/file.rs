@@ -90,6 +90,11 @@ pub enum ActionDef {
     },
     Delay(Duration),
     Include(PathBuf),
+    /// `exec: {command}`: a shell command, its output optionally assigned.
+    Exec {
+        command: String,
+        assign: Option<String>,
+    },
 }
 
 /// One plan item, with where it was written.
@@ -321,6 +326,7 @@ impl Reader<'_> {
                 "assert",
                 "delay",
                 "include",
+                "exec",
                 "tags",
                 "with_items",
                 "with_items_range",
@@ -334,7 +340,7 @@ impl Reader<'_> {
             Some(n) => self.string(n, "name")?,
             None => return Err(self.err(line, "a plan item needs a 'name'")),
         };
-        let actions: Vec<&str> = ["request", "assert", "delay", "include"]
+        let actions: Vec<&str> = ["request", "exec", "assert", "delay", "include"]
             .into_iter()
             .filter(|k| map.contains_key(*k))
             .collect();
@@ -348,10 +354,10 @@ impl Reader<'_> {
                 ),
             ));
         }
-        if map.contains_key("assign") && !assign_alone && actions[0] != "request" {
+        if map.contains_key("assign") && !assign_alone && !["request", "exec"].contains(&actions[0]) {
             return Err(self.err(
                 line,
-                format!("plan item '{name}': 'assign' goes with 'request' or stands alone"),
+                format!("plan item '{name}': 'assign' goes with 'request' or 'exec', or stands alone"),
             ));
         }
         let action = match (actions.first(), assign_alone) {
@@ -362,6 +368,21 @@ impl Reader<'_> {
                     .map(|n| self.string(n, "assign"))
                     .transpose()?,
             },
+            (Some(&"exec"), _) => {
+                let exec_node = map.get_node("exec").expect("checked");
+                let exec = self.mapping(exec_node, "exec")?;
+                self.only_keys(exec, &["command"], "'exec'")?;
+                let command = exec
+                    .get_node("command")
+                    .ok_or_else(|| self.err(line_of(exec_node), "'exec' needs 'command'"))?;
+                ActionDef::Exec {
+                    command: self.string(command, "command")?,
+                    assign: map
+                        .get_node("assign")
+                        .map(|n| self.string(n, "assign"))
+                        .transpose()?,
+                }
+            }
             (Some(&"assert"), _) => {
                 let (key, value) = self.key_value(map.get_node("assert").expect("checked"), "assert")?;
                 ActionDef::Assert { key, value }
@@ -387,7 +408,7 @@ impl Reader<'_> {
             _ => {
                 return Err(self.err(
                     line,
-                    format!("plan item '{name}' does nothing: give it a 'request', 'assign', 'assert', 'delay' or 'include'"),
+                    format!("plan item '{name}' does nothing: give it a 'request', 'exec', 'assign', 'assert', 'delay' or 'include'"),
                 ));
             }
         };

@@ -5,6 +5,7 @@
 //! every `{{ ... }}` ([`template`]) into a [`Scenario`] ready to run: all
 //! names resolved, all files read, before the first request.
 
+pub mod exec;
 pub mod file;
 pub mod template;
 
@@ -54,9 +55,20 @@ pub struct Items {
 #[derive(Clone, Debug)]
 pub enum StepKind {
     Request(Box<RequestStep>),
-    Assign { slot: usize, value: Template },
-    Assert { key: VarRef, expected: Template },
+    Assign {
+        slot: usize,
+        value: Template,
+    },
+    Assert {
+        key: VarRef,
+        expected: Template,
+    },
     Delay(Duration),
+    /// A shell command (`bash -c`); its trimmed output goes to `assign`.
+    Exec {
+        command: Template,
+        assign: Option<usize>,
+    },
 }
 
 /// One step of an iteration.
@@ -293,6 +305,14 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
             }
         }
         ActionDef::Delay(d) => StepKind::Delay(*d),
+        ActionDef::Exec { command, assign } => {
+            // Like a request's, the assignment is visible only after it.
+            let command = tpl(command, false, scenario)?;
+            StepKind::Exec {
+                command,
+                assign: assign.as_ref().map(|name| slot_for(scenario, name)),
+            }
+        }
         ActionDef::Include(_) => unreachable!("includes are inlined before compiling"),
     })
 }

@@ -176,7 +176,20 @@ fn malformed_files_are_errors_with_line_and_key() {
     let cases: &[(&str, &str)] = &[
         (
             "base: x\nplan:\n  - name: a\n    request:\n      url: /\n    exec:\n      command: ls\n",
-            ":6: unsupported key 'exec' in a plan item",
+            ":3: plan item 'a' has both 'request' and 'exec'",
+        ),
+        (
+            "plan:\n  - name: a\n    exec: {cmd: ls}\n",
+            ":3: unsupported key 'cmd' in 'exec' (supported: command)",
+        ),
+        ("plan:\n  - name: a\n    exec: {}\n", ":3: 'exec' needs 'command'"),
+        (
+            "plan:\n  - name: a\n    exec: {command: 'echo {{ nope }}'}\n",
+            "nope",
+        ),
+        (
+            "plan:\n  - name: a\n    exec: {command: ls}\n    with_items: [1]\n",
+            "with_items goes with 'request'",
         ),
         (
             "base: x\nthreads: 4\nplan: []\n",
@@ -275,7 +288,7 @@ fn malformed_files_are_errors_with_line_and_key() {
         ("plan:\n  - just a string\n", "'plan item' must be a mapping"),
         (
             "plan:\n  - name: a\n    delay: {seconds: 1}\n    assign: x\n",
-            "'assign' goes with 'request' or stands alone",
+            "'assign' goes with 'request' or 'exec', or stands alone",
         ),
         (
             "plan:\n  - name: a\n    assert: {key: a, value: b}\n    with_items: [1]\n",

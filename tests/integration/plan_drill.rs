@@ -142,3 +142,89 @@ plan:
     assert_eq!(counts(&report, "One host").1, 0, "{}", summary(&report));
     assert_eq!(counts(&report, "One agent").1, 0, "{}", summary(&report));
 }
+
+#[test]
+fn exec_assigns_its_trimmed_output_and_is_not_a_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_plan(
+        dir.path(),
+        r#"concurrency: 2
+iterations: 5
+plan:
+  - name: Make a token
+    exec:
+      command: "printf 'tok-%s  \n\n' {{ iteration }}"
+    assign: token
+  - name: Send it
+    request:
+      url: /echo
+      method: POST
+      body: '{{ token }}'
+    assign: sent
+  - name: Came back
+    assert: {key: sent.body, value: 'tok-{{ iteration }}'}
+"#,
+        &[],
+    );
+    let s = summary(&report);
+    // Five requests in the totals: the five commands are not requests.
+    assert_eq!(num(&s["requests"]), 5.0, "{s}");
+    assert_eq!(num(&s["errors"]), 0.0, "{s}");
+    assert_eq!(counts(&report, "Make a token"), (5, 0));
+    assert_eq!(counts(&report, "Send it"), (5, 0));
+    assert_eq!(counts(&report, "Came back"), (0, 0));
+    let step = &report["runs"][0]["steps"][0]["summary"];
+    assert!(num(&step["latency_ms"]["max"]) > 0.0, "{step}");
+    assert!(super::support::schema_violations(&report).is_empty());
+}
+
+#[test]
+fn a_failing_exec_is_an_error_of_kind_exec_that_ends_the_iteration() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_plan(
+        dir.path(),
+        r#"iterations: 3
+plan:
+  - name: Before
+    request: {url: /hi}
+  - name: Broken
+    exec: {command: "echo 'no such thing' >&2; exit 7"}
+  - name: After
+    request: {url: /hi}
+"#,
+        &[],
+    );
+    assert_eq!(counts(&report, "Before"), (3, 0));
+    assert_eq!(counts(&report, "Broken"), (3, 3));
+    assert_eq!(counts(&report, "After"), (0, 0));
+    let broken = &report["runs"][0]["steps"][1]["summary"];
+    assert_eq!(num(&broken["errors_by_kind"]["exec"]), 3.0, "{broken}");
+    let example = broken["error_examples"]["exec"].as_str().unwrap();
+    assert!(
+        example.contains("exited with status 7") && example.contains("no such thing"),
+        "{example}"
+    );
+    // The totals count the HTTP requests alone.
+    assert_eq!(num(&summary(&report)["requests"]), 3.0);
+    assert!(super::support::schema_violations(&report).is_empty());
+}
+
+#[test]
+fn exec_does_not_block_the_worker_thread() {
+    let _alone = super::support::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    // One worker thread, four connections, each iteration a 0.5 s command:
+    // run one after another they would take 2 s; side by side, about 0.5.
+    let report = run_plan(
+        dir.path(),
+        "concurrency: 4\niterations: 4\nplan:\n  - name: Wait\n    exec: {command: 'sleep 0.5'}\n  - name: Ping\n    request: {url: /hi}\n",
+        &["-t", "1"],
+    );
+    assert_eq!(counts(&report, "Wait"), (4, 0));
+    assert_eq!(counts(&report, "Ping"), (4, 0));
+    let elapsed = num(&summary(&report)["elapsed_s"]);
+    assert!(
+        elapsed < 1.5,
+        "4 commands of 0.5 s took {elapsed} s on one thread"
+    );
+}
