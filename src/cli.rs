@@ -372,6 +372,12 @@ pub struct PlanArgs {
     /// The base URL, instead of the file's `base`.
     #[arg(long, value_name = "URL")]
     pub base: Option<String>,
+    /// Print every tag of the plan's items (includes too) and exit.
+    #[arg(long, conflicts_with_all = ["tags", "skip_tags", "list_tasks"])]
+    pub list_tags: bool,
+    /// Print the items --tags and --skip-tags keep, as YAML, and exit.
+    #[arg(long)]
+    pub list_tasks: bool,
     /// Everything `volley run` takes overrides the file: -c (concurrency),
     /// -n (iterations), -d (run_time), -R (iterations per second), --stages...
     #[command(flatten)]

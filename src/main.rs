@@ -57,6 +57,7 @@ fn main() -> ExitCode {
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
         }
+        Command::Plan(args) if args.list_tags || args.list_tasks => list_plan(&args),
         Command::Plan(args) => {
             let plan = match Plan::from_plan_args(&args) {
                 Ok(plan) => plan,
@@ -331,4 +332,25 @@ fn install_interrupt_handler() -> Arc<AtomicBool> {
         }
     });
     stop
+}
+
+/// `volley plan --list-tags` / `--list-tasks`: print, send nothing.
+fn list_plan(args: &volley::cli::PlanArgs) -> ExitCode {
+    use volley::scenario::{TagFilter, list};
+    let listed = if args.list_tags {
+        list::tags(&args.file)
+    } else {
+        let filter = TagFilter {
+            tags: args.tags.clone(),
+            skip_tags: args.skip_tags.clone(),
+        };
+        list::tasks(&args.file, &filter)
+    };
+    match listed {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(EXIT_FAILED, &e.to_string()),
+    }
 }

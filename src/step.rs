@@ -195,6 +195,8 @@ impl StepPlan {
                         tags: Vec::new(),
                         skip_tags: Vec::new(),
                         base: None,
+                        list_tags: false,
+                        list_tasks: false,
                         run: level_run,
                     }),
                     None => Plan::from_args(&level_run),

@@ -108,6 +108,8 @@ pub struct ItemDef {
     pub pick: Option<usize>,
     pub file: PathBuf,
     pub line: usize,
+    /// The item as written (for `--list-tasks`).
+    pub source: Node,
 }
 
 /// Walks one file's nodes, knowing the file for error messages.
@@ -447,6 +449,7 @@ impl Reader<'_> {
             pick,
             file: self.file.to_path_buf(),
             line,
+            source: node.clone(),
         })
     }
 
@@ -589,7 +592,7 @@ impl Reader<'_> {
 }
 
 /// A YAML node as JSON, for items: numbers and booleans keep their type.
-fn to_json(node: &Node) -> Value {
+pub(crate) fn to_json(node: &Node) -> Value {
     match node {
         Node::Scalar(s) => {
             let text = s.as_str();

@@ -7,6 +7,7 @@
 
 pub mod exec;
 pub mod file;
+pub mod list;
 pub mod template;
 
 use crate::http1::request::Overrides;
@@ -105,9 +106,40 @@ pub struct TagFilter {
 }
 
 impl TagFilter {
-    fn keeps(&self, item: &ItemDef) -> bool {
+    /// drill's rules (Ansible's): `--skip-tags` wins; an item tagged
+    /// `never` runs only when `--tags` names `never`; one tagged `always`
+    /// runs unless skipped; otherwise, with `--tags`, an item runs when it
+    /// has one of them, and without `--tags` every item runs.
+    pub fn keeps(&self, item: &ItemDef) -> bool {
         let has = |list: &[String]| item.tags.iter().any(|t| list.contains(t));
-        (self.tags.is_empty() || has(&self.tags)) && !has(&self.skip_tags)
+        let tagged = |tag: &str| item.tags.iter().any(|t| t == tag);
+        if has(&self.skip_tags) {
+            return false;
+        }
+        if !self.tags.is_empty() {
+            if tagged("never") && !self.tags.iter().any(|t| t == "never") {
+                return false;
+            }
+            if has(&self.tags) {
+                return true;
+            }
+        }
+        if tagged("always") {
+            return true;
+        }
+        !tagged("never") && self.tags.is_empty()
+    }
+
+    /// A tag named by both `--tags` and `--skip-tags` is a mistake.
+    fn check(&self, file: &Path) -> Result<(), FileError> {
+        match self.tags.iter().find(|t| self.skip_tags.contains(t)) {
+            Some(tag) => Err(FileError {
+                file: file.to_path_buf(),
+                line: 0,
+                message: format!("'{tag}' is in both --tags and --skip-tags: keep it in one"),
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -145,15 +177,25 @@ pub fn load(path: &Path, filter: &TagFilter, base: Option<&str>) -> Result<Scena
     if let Some(base) = base {
         plan.settings.base = Some(base.to_string());
     }
+    filter.check(path)?;
     let mut items = Vec::new();
-    flatten(plan.items.clone(), filter, 0, &mut items)?;
+    flatten(plan.items.clone(), &|item| filter.keeps(item), 0, &mut items)?;
     compile(path, &plan, items)
+}
+
+/// The items of a plan file with its includes inlined, those `keeps`
+/// keeps: what `--list-tasks` and `--list-tags` show.
+pub fn items(path: &Path, keeps: &dyn Fn(&ItemDef) -> bool) -> Result<Vec<ItemDef>, FileError> {
+    let plan = file::read(path)?;
+    let mut items = Vec::new();
+    flatten(plan.items, keeps, 0, &mut items)?;
+    Ok(items)
 }
 
 /// Inlines includes (depth-first, in place) and applies the tag filter.
 fn flatten(
     items: Vec<ItemDef>,
-    filter: &TagFilter,
+    keeps: &dyn Fn(&ItemDef) -> bool,
     depth: usize,
     out: &mut Vec<ItemDef>,
 ) -> Result<(), FileError> {
@@ -166,12 +208,12 @@ fn flatten(
                 ));
             }
             // An include's tags select the whole included file.
-            if !filter.keeps(&item) && !item.tags.is_empty() {
+            if !keeps(&item) && !item.tags.is_empty() {
                 continue;
             }
             let included = file::read_included(path, &item)?;
-            flatten(included, filter, depth + 1, out)?;
-        } else if filter.keeps(&item) {
+            flatten(included, keeps, depth + 1, out)?;
+        } else if keeps(&item) {
             out.push(item);
         }
     }

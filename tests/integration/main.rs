@@ -11,6 +11,7 @@ mod load;
 mod monitor;
 mod plan;
 mod plan_drill;
+mod plan_list;
 mod run;
 mod server;
 mod server_h2;
