@@ -5,8 +5,9 @@
 //! The YAML is walked as marked nodes (marked-yaml), so every value knows
 //! its line; includes are read relative to the including file.
 
+use super::yaml;
+use marked_yaml::Node;
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
-use marked_yaml::{LoaderOptions, Node};
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -115,6 +116,8 @@ pub struct ItemDef {
 /// Walks one file's nodes, knowing the file for error messages.
 struct Reader<'a> {
     file: &'a Path,
+    /// Where the file's anchored nodes start (see [`yaml::Document`]).
+    anchored: &'a [usize],
 }
 
 fn line_of(node: &Node) -> usize {
@@ -225,6 +228,15 @@ impl Reader<'_> {
     /// Checks a mapping's keys against the ones allowed where it stands.
     fn only_keys(&self, map: &MarkedMappingNode, allowed: &[&str], place: &str) -> Result<(), FileError> {
         for key in map.keys() {
+            if key.as_str() == "<<" {
+                return Err(self.err(
+                    key_line(key),
+                    format!(
+                        "merge keys ('<<') are not supported in {place} (drill does not merge them either): \
+                         alias the whole value or write its keys out"
+                    ),
+                ));
+            }
             if !allowed.contains(&key.as_str()) {
                 return Err(self.err(
                     key_line(key),
@@ -247,9 +259,22 @@ impl Reader<'_> {
         self.file.parent().unwrap_or(Path::new(".")).join(path)
     }
 
+    /// Whether `node` is or holds an anchored node: a top-level key that
+    /// only holds anchors for later aliases is allowed, whatever its name.
+    fn holds_anchor(&self, node: &Node) -> bool {
+        let span = node.span();
+        let Some(start) = span.start().map(|m| m.character()) else {
+            return false;
+        };
+        let end = span.end().map_or(start, |m| m.character());
+        self.anchored.iter().any(|at| (start..=end).contains(at))
+    }
+
     fn top(&self, root: &MarkedMappingNode) -> Result<PlanFile, FileError> {
+        let mut known = root.clone();
+        known.retain(|_, value| !self.holds_anchor(value));
         self.only_keys(
-            root,
+            &known,
             &[
                 "base",
                 "concurrency",
@@ -304,7 +329,8 @@ impl Reader<'_> {
                         plan.items.push(self.item(item)?);
                     }
                 }
-                _ => unreachable!("keys checked above"),
+                // Keys that only hold anchors (checked above).
+                _ => {}
             }
         }
         if !root.contains_key("plan") {
@@ -627,53 +653,43 @@ pub fn read(path: &Path) -> Result<PlanFile, FileError> {
 
 /// Parses plan file text; `path` names it in errors and anchors includes.
 pub fn parse(path: &Path, text: &str) -> Result<PlanFile, FileError> {
-    let reader = Reader { file: path };
-    let root = load_yaml(&reader, text, LoaderOptions::default())?;
-    let map = reader.mapping(&root, "the benchmark file")?;
+    let doc = load_yaml(path, text)?;
+    let reader = Reader {
+        file: path,
+        anchored: &doc.anchored,
+    };
+    let map = reader.mapping(&doc.root, "the benchmark file")?;
     reader.top(map)
 }
 
 /// Parses one YAML document as it is written (a leading `---`, comments,
-/// a byte-order mark, CRLF line ends), so errors carry its real lines.
-fn load_yaml(reader: &Reader<'_>, text: &str, options: LoaderOptions) -> Result<Node, FileError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    marked_yaml::parse_yaml_with_options(0, text, options).map_err(|e| {
-        let message = e.to_string();
-        reader.err(yaml_error_line(&message), format!("not valid YAML: {message}"))
+/// a byte-order mark, CRLF line ends, anchors and aliases), so errors
+/// carry its real lines.
+fn load_yaml(path: &Path, text: &str) -> Result<yaml::Document, FileError> {
+    yaml::parse(text).map_err(|e| FileError {
+        file: path.to_path_buf(),
+        line: e.line,
+        message: format!("not valid YAML: {}", e.message),
     })
 }
 
-/// Reads an included file: a list of plan items (or a mapping with `plan`).
+/// Reads an included file: a list of plan items.
 pub fn read_included(path: &Path, from: &ItemDef) -> Result<Vec<ItemDef>, FileError> {
     let text = std::fs::read_to_string(path).map_err(|e| FileError {
         file: from.file.clone(),
         line: from.line,
         message: format!("cannot include '{}': {e}", path.display()),
     })?;
-    let reader = Reader { file: path };
-    let not_a_list = |line| reader.err(line, "an included file must be a list of plan items");
-    let root = match marked_yaml::parse_yaml_with_options(
-        0,
-        text.strip_prefix('\u{feff}').unwrap_or(&text),
-        LoaderOptions::default().toplevel_sequence(),
-    ) {
-        Ok(root) => root,
-        Err(marked_yaml::LoadError::TopLevelMustBeSequence(mark)) => return Err(not_a_list(mark.line())),
-        // Parsed again only to turn the error into ours.
-        Err(_) => load_yaml(&reader, &text, LoaderOptions::default().toplevel_sequence())?,
+    let doc = load_yaml(path, &text)?;
+    let reader = Reader {
+        file: path,
+        anchored: &doc.anchored,
     };
-    let Node::Sequence(items) = root else {
-        return Err(not_a_list(1));
+    let Node::Sequence(items) = &doc.root else {
+        return Err(reader.err(
+            line_of(&doc.root).max(1),
+            "an included file must be a list of plan items",
+        ));
     };
     items.iter().map(|n| reader.item(n)).collect()
-}
-
-/// marked-yaml's messages carry "line N"; pull it out for the error's line.
-fn yaml_error_line(message: &str) -> usize {
-    let digits = message
-        .split("line ")
-        .nth(1)
-        .map(|rest| rest.chars().take_while(char::is_ascii_digit).collect::<String>())
-        .unwrap_or_default();
-    digits.parse().unwrap_or(0)
 }

@@ -9,6 +9,7 @@ pub mod exec;
 pub mod file;
 pub mod list;
 pub mod template;
+pub mod yaml;
 
 use crate::http1::request::Overrides;
 use file::{ActionDef, BodyDef, FileError, ItemDef, ItemsDef, PlanFile, Settings};

@@ -192,6 +192,14 @@ fn malformed_files_are_errors_with_line_and_key() {
             "with_items goes with 'request'",
         ),
         (
+            "d: &d {url: /}\nplan:\n  - name: a\n    request:\n      <<: *d\n",
+            ":5: merge keys ('<<') are not supported in 'request'",
+        ),
+        (
+            "plan:\n  - name: a\n    request: *nothing\n",
+            ":3: not valid YAML",
+        ),
+        (
             "base: x\nthreads: 4\nplan: []\n",
             ":2: unsupported key 'threads' in the benchmark file",
         ),
