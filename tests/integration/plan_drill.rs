@@ -266,3 +266,35 @@ plan:
     assert_eq!(counts(&report, "Aliased header"), (2, 0));
     assert_eq!(counts(&report, "Header arrived"), (0, 0));
 }
+
+#[test]
+fn a_multi_megabyte_folded_body_is_sent_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    // A real layout's payload file: a JSON document of ~3 MB folded over
+    // many lines with `>` (the lines join with single spaces).
+    let lines: Vec<String> = (0..45_000)
+        .map(|i| {
+            format!("{{\"id\": {i:06}, \"name\": \"user number {i:06}\", \"tags\": [\"a\", \"b\", \"c\"]}},")
+        })
+        .collect();
+    let mut plan = String::from(
+        "concurrency: 2\niterations: 4\nplan:\n  - name: Large\n    request:\n      url: /echo\n      method: POST\n      headers:\n        Content-Type: application/json\n      body: >\n        [\n",
+    );
+    for line in &lines {
+        plan.push_str("        ");
+        plan.push_str(line);
+        plan.push('\n');
+    }
+    plan.push_str("        {}]\n    tags: [large]\n");
+    // "[", then " " and each line, then " {}]" and the final newline.
+    let folded = 1 + lines.iter().map(|l| 1 + l.len()).sum::<usize>() + 4 + 1;
+    assert!(folded > 3_000_000, "{folded}");
+    let report = run_plan(dir.path(), &plan, &["--tags", "large"]);
+    assert_eq!(counts(&report, "Large"), (4, 0));
+    // /echo sends the body back: each response is the folded body plus a head.
+    let bytes = num(&report["runs"][0]["steps"][0]["summary"]["bytes"]) as usize;
+    assert!(
+        bytes >= 4 * folded && bytes < 4 * (folded + 1024),
+        "{bytes} vs 4 x {folded}"
+    );
+}
