@@ -54,6 +54,8 @@ pub struct PlanFile {
 pub enum BodyDef {
     Text(String),
     File(PathBuf),
+    /// `hex:` bytes, decoded.
+    Bytes(Vec<u8>),
 }
 
 /// A request of a plan item.
@@ -69,8 +71,17 @@ pub struct RequestDef {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ItemsDef {
     List(Vec<Value>),
-    Range { start: i64, step: i64, stop: i64 },
-    Csv { file: PathBuf, quote: u8 },
+    Range {
+        start: i64,
+        step: i64,
+        stop: i64,
+    },
+    Csv {
+        file: PathBuf,
+        quote: u8,
+    },
+    /// `with_items_from_file`: each line of the file is an item.
+    Lines(PathBuf),
 }
 
 /// What a plan item does.
@@ -251,6 +262,16 @@ impl Reader<'_> {
         Ok(())
     }
 
+    /// A body file: relative to the plan file, or (drill reads it from
+    /// the working directory) to the working directory when only there.
+    fn data_file(&self, path: &str) -> PathBuf {
+        let beside = self.relative(path);
+        if !beside.exists() && Path::new(path).exists() {
+            return PathBuf::from(path);
+        }
+        beside
+    }
+
     fn relative(&self, path: &str) -> PathBuf {
         let path = Path::new(path);
         if path.is_absolute() {
@@ -359,6 +380,7 @@ impl Reader<'_> {
                 "with_items",
                 "with_items_range",
                 "with_items_from_csv",
+                "with_items_from_file",
                 "shuffle",
                 "pick",
             ],
@@ -520,13 +542,21 @@ impl Reader<'_> {
             None => None,
             Some(Node::Scalar(s)) => Some(BodyDef::Text(s.as_str().to_string())),
             Some(b @ Node::Mapping(bmap)) => {
-                self.only_keys(bmap, &["file"], "'body'")?;
-                let file = bmap
-                    .get_node("file")
-                    .ok_or_else(|| self.err(line_of(b), "'body' needs 'file' or text"))?;
-                Some(BodyDef::File(self.relative(&self.string(file, "file")?)))
+                self.only_keys(bmap, &["file", "hex"], "'body'")?;
+                match (bmap.get_node("file"), bmap.get_node("hex")) {
+                    (Some(file), None) => Some(BodyDef::File(self.data_file(&self.string(file, "file")?))),
+                    (None, Some(hex)) => Some(BodyDef::Bytes(
+                        decode_hex(&self.string(hex, "hex")?).map_err(|e| self.err(line_of(hex), e))?,
+                    )),
+                    _ => return Err(self.err(line_of(b), "'body' needs one of 'file', 'hex' or text")),
+                }
             }
-            Some(other) => return Err(self.err(line_of(other), "'body' must be text or {file: PATH}")),
+            Some(other) => {
+                return Err(self.err(
+                    line_of(other),
+                    "'body' must be text, {file: PATH} or {hex: BYTES}",
+                ));
+            }
         };
         Ok(RequestDef {
             url,
@@ -537,10 +567,15 @@ impl Reader<'_> {
     }
 
     fn items(&self, map: &MarkedMappingNode, name: &str) -> Result<Option<ItemsDef>, FileError> {
-        let given: Vec<&str> = ["with_items", "with_items_range", "with_items_from_csv"]
-            .into_iter()
-            .filter(|k| map.contains_key(*k))
-            .collect();
+        let given: Vec<&str> = [
+            "with_items",
+            "with_items_range",
+            "with_items_from_csv",
+            "with_items_from_file",
+        ]
+        .into_iter()
+        .filter(|k| map.contains_key(*k))
+        .collect();
         if given.len() > 1 {
             return Err(self.err(
                 key_line(map.keys().find(|k| k.as_str() == given[1]).expect("present")),
@@ -558,6 +593,7 @@ impl Reader<'_> {
                 };
                 ItemsDef::List(seq.iter().map(to_json).collect())
             }
+            "with_items_from_file" => ItemsDef::Lines(self.relative(&self.string(node, kind)?)),
             "with_items_range" => {
                 let range = self.mapping(node, "with_items_range")?;
                 self.only_keys(range, &["start", "step", "stop"], "'with_items_range'")?;
@@ -692,4 +728,20 @@ pub fn read_included(path: &Path, from: &ItemDef) -> Result<Vec<ItemDef>, FileEr
         ));
     };
     items.iter().map(|n| reader.item(n)).collect()
+}
+
+/// drill's `body: {hex: ...}`: pairs of hex digits (spaces between them,
+/// as in drill's own documentation, are allowed).
+fn decode_hex(text: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if digits.len() % 2 != 0 {
+        return Err(format!("'hex' has an odd number of digits ({})", digits.len()));
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            let pair = std::str::from_utf8(pair).unwrap_or("??");
+            u8::from_str_radix(pair, 16).map_err(|_| format!("'hex' has '{pair}', which is not a hex byte"))
+        })
+        .collect()
 }

@@ -290,6 +290,7 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
             let body = match &request.body {
                 None => Body::None,
                 Some(BodyDef::Text(text)) => Body::Template(tpl(text, has_items, scenario)?),
+                Some(BodyDef::Bytes(bytes)) => Body::Bytes(bytes.clone()),
                 Some(BodyDef::File(path)) => Body::Bytes(std::fs::read(path).map_err(|e| {
                     at(
                         item,
@@ -371,6 +372,16 @@ fn expand_items(item: &ItemDef, def: &ItemsDef) -> Result<Vec<Value>, FileError>
             (0..count).map(|i| Value::from(start + i * step)).collect()
         }
         ItemsDef::Csv { file, quote } => read_csv(item, file, *quote)?,
+        ItemsDef::Lines(file) => std::fs::read_to_string(file)
+            .map_err(|e| {
+                at(
+                    item,
+                    format!("cannot read the items file '{}': {e}", file.display()),
+                )
+            })?
+            .lines()
+            .map(Value::from)
+            .collect(),
     };
     if values.is_empty() {
         return Err(at(item, format!("'{}' has no items", item.name)));

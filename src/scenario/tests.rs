@@ -200,6 +200,22 @@ fn malformed_files_are_errors_with_line_and_key() {
             ":3: not valid YAML",
         ),
         (
+            "plan:\n  - name: a\n    request: {url: /, body: {hex: 4}}\n",
+            ":3: 'hex' has an odd number of digits (1)",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /, body: {hex: zz}}\n",
+            "'hex' has 'zz', which is not a hex byte",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /, body: {hex: '00', file: x}}\n",
+            "'body' needs one of 'file', 'hex' or text",
+        ),
+        (
+            "plan:\n  - name: a\n    request: {url: /}\n    with_items_from_file: missing.txt\n",
+            "cannot read the items file",
+        ),
+        (
             "base: x\nthreads: 4\nplan: []\n",
             ":2: unsupported key 'threads' in the benchmark file",
         ),
@@ -304,11 +320,11 @@ fn malformed_files_are_errors_with_line_and_key() {
         ),
         (
             "plan:\n  - name: a\n    request:\n      url: /\n      body: {}\n",
-            "'body' needs 'file' or text",
+            "'body' needs one of 'file', 'hex' or text",
         ),
         (
             "plan:\n  - name: a\n    request:\n      url: /\n      body: [1]\n",
-            "'body' must be text or {file: PATH}",
+            "'body' must be text, {file: PATH} or {hex: BYTES}",
         ),
         (
             "plan:\n  - name: a\n    request: {url: /}\n    with_items: {a: 1}\n",

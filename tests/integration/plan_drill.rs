@@ -298,3 +298,30 @@ fn a_multi_megabyte_folded_body_is_sent_whole() {
         "{bytes} vs 4 x {folded}"
     );
 }
+
+#[test]
+fn hex_bodies_and_items_from_a_file_work_as_in_drill() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ids.txt"), "3\n14\n15\n").unwrap();
+    let report = run_plan(
+        dir.path(),
+        r#"iterations: 2
+plan:
+  - name: Raw bytes
+    request:
+      url: /echo
+      method: POST
+      body: {hex: 65 78 61 6D 70 6C 65}
+    assign: raw
+  - name: Bytes arrived
+    assert: {key: raw.body, value: example}
+  - name: Line items
+    request: {url: '/api/users/{{ item }}'}
+    with_items_from_file: ids.txt
+"#,
+        &[],
+    );
+    assert_eq!(counts(&report, "Raw bytes"), (2, 0));
+    assert_eq!(counts(&report, "Bytes arrived"), (0, 0));
+    assert_eq!(counts(&report, "Line items"), (6, 0));
+}
