@@ -734,7 +734,7 @@ pub fn read_included(path: &Path, from: &ItemDef) -> Result<Vec<ItemDef>, FileEr
 /// as in drill's own documentation, are allowed).
 fn decode_hex(text: &str) -> Result<Vec<u8>, String> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!("'hex' has an odd number of digits ({})", digits.len()));
     }
     digits
