@@ -543,6 +543,9 @@ impl Plan {
         };
         let scenario =
             scenario::load(&args.file, &filter, args.base.as_deref()).map_err(|e| invalid(e.to_string()))?;
+        for warning in &scenario.warnings {
+            eprintln!("warning: {warning}");
+        }
         let run = &args.run;
         if !run.urls.is_empty() {
             return Err(invalid("volley plan takes its URLs from the plan file ('base')"));

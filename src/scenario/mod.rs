@@ -95,6 +95,9 @@ pub struct Scenario {
     pub vars: usize,
     /// Variable names by slot (for messages).
     pub var_names: Vec<String>,
+    /// What loading left out, as drill would (skipped CSV rows, items
+    /// with no items): one line each, printed before the run.
+    pub warnings: Vec<String>,
 }
 
 /// Which items to keep.
@@ -227,14 +230,10 @@ fn compile(path: &Path, plan: &PlanFile, items: Vec<ItemDef>) -> Result<Scenario
         settings: plan.settings.clone(),
         ..Scenario::default()
     };
-    if items.is_empty() {
-        return Err(FileError {
-            file: path.to_path_buf(),
-            line: 0,
-            message: "no plan item left to run (check --tags)".into(),
-        });
-    }
     for item in items {
+        let Some(kind) = compile_item(&item, &mut scenario)? else {
+            continue;
+        };
         let stat = match scenario.stat_names.iter().position(|n| *n == item.name) {
             Some(i) => i,
             None => {
@@ -242,11 +241,17 @@ fn compile(path: &Path, plan: &PlanFile, items: Vec<ItemDef>) -> Result<Scenario
                 scenario.stat_names.len() - 1
             }
         };
-        let kind = compile_item(&item, &mut scenario)?;
         scenario.steps.push(Step {
             name: item.name.clone(),
             stat,
             kind,
+        });
+    }
+    if scenario.steps.is_empty() {
+        return Err(FileError {
+            file: path.to_path_buf(),
+            line: 0,
+            message: "no plan item left to run (check --tags)".into(),
         });
     }
     scenario.vars = scenario.var_names.len();
@@ -264,7 +269,9 @@ fn slot_for(scenario: &mut Scenario, name: &str) -> usize {
     }
 }
 
-fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, FileError> {
+/// An item's step; `None` for a request whose items came out empty (drill
+/// sends nothing for it; a warning says so).
+fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<Option<StepKind>, FileError> {
     let tpl = |text: &str, items: bool, scenario: &Scenario| {
         let known = Known {
             vars: &scenario.var_names,
@@ -273,13 +280,22 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
         };
         Template::compile(text, &known).map_err(|e| at(item, format!("in '{}': {e}", item.name)))
     };
-    Ok(match &item.action {
+    Ok(Some(match &item.action {
         ActionDef::Request { request, assign } => {
             let items = item
                 .items
                 .as_ref()
-                .map(|def| expand_items(item, def))
+                .map(|def| expand_items(item, def, &mut scenario.warnings))
                 .transpose()?;
+            if items.as_ref().is_some_and(Vec::is_empty) {
+                scenario.warnings.push(format!(
+                    "{}:{}: '{}' has no items, so it sends nothing (as in drill)",
+                    item.file.display(),
+                    item.line,
+                    item.name
+                ));
+                return Ok(None);
+            }
             let has_items = items.is_some();
             let url = tpl(&request.url, has_items, scenario)?;
             let headers = request
@@ -358,10 +374,10 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
             }
         }
         ActionDef::Include(_) => unreachable!("includes are inlined before compiling"),
-    })
+    }))
 }
 
-fn expand_items(item: &ItemDef, def: &ItemsDef) -> Result<Vec<Value>, FileError> {
+fn expand_items(item: &ItemDef, def: &ItemsDef, warnings: &mut Vec<String>) -> Result<Vec<Value>, FileError> {
     let values = match def {
         ItemsDef::List(values) => values.clone(),
         ItemsDef::Range { start, step, stop } => {
@@ -371,7 +387,7 @@ fn expand_items(item: &ItemDef, def: &ItemsDef) -> Result<Vec<Value>, FileError>
             }
             (0..count).map(|i| Value::from(start + i * step)).collect()
         }
-        ItemsDef::Csv { file, quote } => read_csv(item, file, *quote)?,
+        ItemsDef::Csv { file, quote } => read_csv(item, file, *quote, warnings)?,
         ItemsDef::Lines(file) => std::fs::read_to_string(file)
             .map_err(|e| {
                 at(
@@ -384,7 +400,7 @@ fn expand_items(item: &ItemDef, def: &ItemsDef) -> Result<Vec<Value>, FileError>
             .collect(),
     };
     if values.is_empty() {
-        return Err(at(item, format!("'{}' has no items", item.name)));
+        return Ok(values);
     }
     if item.pick.is_some_and(|p| p == 0 || p > values.len()) {
         return Err(at(
@@ -396,7 +412,14 @@ fn expand_items(item: &ItemDef, def: &ItemsDef) -> Result<Vec<Value>, FileError>
 }
 
 /// A CSV file with a header row: each row an object keyed by the headers.
-fn read_csv(item: &ItemDef, path: &Path, quote: u8) -> Result<Vec<Value>, FileError> {
+/// A row the CSV reader refuses is skipped with a warning, as drill skips
+/// it (its own example file has such rows).
+fn read_csv(
+    item: &ItemDef,
+    path: &Path,
+    quote: u8,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Value>, FileError> {
     let mut reader = csv::ReaderBuilder::new()
         .quote(quote)
         .from_path(path)
@@ -410,19 +433,32 @@ fn read_csv(item: &ItemDef, path: &Path, quote: u8) -> Result<Vec<Value>, FileEr
         .headers()
         .map_err(|e| at(item, format!("CSV file '{}': {e}", path.display())))?
         .clone();
-    reader
-        .records()
-        .map(|record| {
-            let record = record.map_err(|e| at(item, format!("CSV file '{}': {e}", path.display())))?;
-            Ok(Value::Object(
+    let mut rows = Vec::new();
+    let (mut skipped, mut first_error) = (0, None);
+    for record in reader.records() {
+        match record {
+            Ok(record) => rows.push(Value::Object(
                 headers
                     .iter()
                     .zip(record.iter())
                     .map(|(h, v)| (h.to_string(), Value::from(v)))
                     .collect(),
-            ))
-        })
-        .collect()
+            )),
+            Err(e) => {
+                skipped += 1;
+                first_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    if let Some(error) = first_error {
+        warnings.push(format!(
+            "{}:{}: CSV file '{}': {skipped} row(s) skipped, as drill skips them (first: {error})",
+            item.file.display(),
+            item.line,
+            path.display()
+        ));
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]
