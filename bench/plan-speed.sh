@@ -5,7 +5,10 @@
 # nginx (one worker) is pinned to the last core, volley to the other with one
 # thread; rounds alternate; medians are compared. About a minute; loopback only.
 #
-#   bench/plan-speed.sh [--rounds N] [--secs N]
+#   bench/plan-speed.sh [--rounds N] [--secs N] [--drill PATH] [--drill-iterations N]
+#
+# With drill on PATH (or --drill), drill runs the same static plan as a peer,
+# pinned like volley: req/s, CPU per request and peak RSS side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()

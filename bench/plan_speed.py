@@ -4,9 +4,11 @@
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import benchlib
@@ -28,20 +30,47 @@ plan:
 """
 
 
+# drill's form of the static plan: the same request, 50 connections, a
+# number of iterations instead of a duration (drill has no duration).
+DRILL_PLAN = """base: '{base}'
+concurrency: 50
+iterations: {iterations}
+plan:
+  - name: Hi
+    request:
+      url: /hi
+"""
+
+
 def volley(args, core, secs):
-    """Returns (req/s, CPU microseconds per request) of one run."""
+    """Returns (req/s, CPU microseconds per request, peak RSS MB) of one run."""
     cmd = [str(benchlib.VOLLEY), *args, "-c", "50", "-t", "1", "-d", f"{secs}s", "--json"]
-    out, cpu, _ = benchlib.measured(cmd, core, secs + 60)
+    out, cpu, rss = benchlib.measured(cmd, core, secs + 60)
     if out.returncode != 0:
         raise SystemExit(f"volley failed: {out.stderr.strip()}")
     summary = json.loads(out.stdout)["runs"][0]["summary"]
-    return summary["rps"], 1e6 * cpu / max(summary["requests"], 1)
+    return summary["rps"], 1e6 * cpu / max(summary["requests"], 1), rss / 1024
+
+
+def drill(binary, plan, iterations, core):
+    """drill on the same plan, pinned like volley: (req/s, CPU us per request,
+    peak RSS MB). Its req/s is its requests over the run's wall time."""
+    started = time.monotonic()
+    out, cpu, rss = benchlib.measured([binary, "--benchmark", plan, "-q"], core, 600)
+    wall = time.monotonic() - started
+    if out.returncode != 0:
+        raise SystemExit(f"drill failed: {out.stderr.strip()[:500]}")
+    return iterations / wall, 1e6 * cpu / iterations, rss / 1024
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--secs", type=int, default=5)
+    ap.add_argument("--drill", default=shutil.which("drill"),
+                    help="drill's binary, a peer on the same static plan [drill on PATH; none: skipped]")
+    ap.add_argument("--drill-iterations", type=int, default=250_000,
+                    help="drill's requests per round (it has no duration) [250000]")
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     gen = ",".join(str(c) for c in cpus[:-1]) or str(cpus[-1])
@@ -53,15 +82,27 @@ def main():
         path = Path(workdir) / f"{name}.yml"
         path.write_text(text.format(base=base))
         plans[name] = str(path)
+    drill_plan = Path(workdir) / "drill.yml"
+    drill_plan.write_text(DRILL_PLAN.format(base=base, iterations=args.drill_iterations))
     rps = {"run": [], "static": [], "templated": []}
     cpu = {"run": [], "static": [], "templated": []}
+    rss = {"static": []}
+    if args.drill:
+        rps["drill"], cpu["drill"], rss["drill"] = [], [], []
     try:
         for r in range(args.rounds):
             for name, cmd in (("run", ["run", target.url]), ("static", ["plan", plans["static"]]),
                               ("templated", ["plan", plans["templated"]])):
-                r_rps, r_cpu = volley(cmd, gen, args.secs)
+                r_rps, r_cpu, r_rss = volley(cmd, gen, args.secs)
                 rps[name].append(r_rps)
                 cpu[name].append(r_cpu)
+                if name in rss:
+                    rss[name].append(r_rss)
+            if args.drill:
+                d_rps, d_cpu, d_rss = drill(args.drill, str(drill_plan), args.drill_iterations, gen)
+                rps["drill"].append(d_rps)
+                cpu["drill"].append(d_cpu)
+                rss["drill"].append(d_rss)
             print(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} req/s {cpu[k][-1]:.2f} us/req"
                                                   for k, v in rps.items()), flush=True)
     finally:
@@ -82,6 +123,17 @@ def main():
         label = "static one-request plan" if name == "static" else "templated plan (one variable per request)"
         print(f"| {label} | {med[name]:,.0f} ({speed:.2f}) | {mcpu[name]:.2f} us ({cost:.2f}) | "
               f"within {limit:.0%} of `volley run` | {'yes' if ok else '**no**'} |")
+    if args.drill:
+        mrss = {k: max(v) for k, v in rss.items()}
+        print()
+        print("drill as a peer: the same static plan (50 connections), drill pinned like volley.")
+        print()
+        print("| tool | req/s | CPU per request | peak RSS |")
+        print("|---|---|---|---|")
+        print(f"| volley plan (static) | {med['static']:,.0f} | {mcpu['static']:.2f} us | {mrss['static']:.0f} MB |")
+        print(f"| drill | {med['drill']:,.0f} | {mcpu['drill']:.2f} us | {mrss['drill']:.0f} MB |")
+        print(f"| volley / drill | {med['static'] / med['drill']:.1f}x | "
+              f"{mcpu['static'] / mcpu['drill']:.2f}x | {mrss['static'] / mrss['drill']:.2f}x |")
 
 
 if __name__ == "__main__":

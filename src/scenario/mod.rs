@@ -5,6 +5,7 @@
 //! every `{{ ... }}` ([`template`]) into a [`Scenario`] ready to run: all
 //! names resolved, all files read, before the first request.
 
+pub mod defs;
 pub mod exec;
 pub mod file;
 pub mod list;

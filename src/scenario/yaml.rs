@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
 use yaml_rust2::scanner::Marker as YamlMarker;
 
-/// What aliases may add in all, in bytes of text plus [`NODE_WEIGHT`] per
+/// What aliases may add in all, in bytes of text plus `NODE_WEIGHT` per
 /// node (about what a node costs in memory).
 pub const MAX_EXPANSION: usize = 64 << 20;
 
