@@ -390,7 +390,7 @@ fn render(
     let path = strip_origin(url, &target.origin).ok_or_else(|| {
         format!(
             "'{}' is not on the plan's origin {}",
-            String::from_utf8_lossy(url),
+            crate::target::mask_password(&String::from_utf8_lossy(url)),
             target.origin
         )
     })?;
@@ -405,6 +405,7 @@ fn render(
     out.clear();
     let rules = request.overrides;
     http1::request::write_start(out, &request.method, path, &target.host_header, rules);
+    http1::request::write_url_auth(out, target, rules);
     for (name, value) in &request.headers {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");

@@ -27,6 +27,8 @@ pub struct Overrides {
     /// `Content-Length` or `Transfer-Encoding`: the user frames the body.
     framing: bool,
     connection: bool,
+    /// The user's own `Authorization` wins over the URL's credentials.
+    authorization: bool,
 }
 
 impl Overrides {
@@ -39,6 +41,7 @@ impl Overrides {
             rules.user_agent |= is("user-agent");
             rules.framing |= is("content-length") || is("transfer-encoding");
             rules.connection |= is("connection");
+            rules.authorization |= is("authorization");
         }
         rules
     }
@@ -64,6 +67,16 @@ pub fn write_start(out: &mut Vec<u8>, method: &str, target: &[u8], host: &str, r
     }
     if !rules.user_agent {
         write_header(out, "User-Agent", USER_AGENT.as_bytes());
+    }
+}
+
+/// Writes the Basic `Authorization` of the URL's credentials, unless the
+/// user's headers carry their own.
+pub fn write_url_auth(out: &mut Vec<u8>, target: &Target, rules: Overrides) {
+    if let Some(auth) = &target.basic_auth
+        && !rules.authorization
+    {
+        write_header(out, "Authorization", auth.header_value().as_bytes());
     }
 }
 
@@ -104,6 +117,7 @@ impl RequestBytes {
             &target.host_header,
             rules,
         );
+        write_url_auth(&mut bytes, target, rules);
         for (name, value) in headers {
             write_header(&mut bytes, name, value.as_bytes());
         }
@@ -155,6 +169,23 @@ mod tests {
         assert!(text.contains("Content-Length: 5\r\n"));
         assert!(text.contains("Connection: close\r\n"));
         assert!(text.ends_with("\r\n\r\nhello"));
+    }
+
+    #[test]
+    fn url_credentials_send_basic_auth_unless_the_user_sets_one() {
+        let target = Target::parse("http://u:p@example.test/").unwrap();
+        let req = RequestBytes::build("GET", &target, &[], b"", true);
+        let text = String::from_utf8(req.bytes).unwrap();
+        assert!(text.contains("Authorization: Basic dTpw\r\n"), "{text}");
+        let mine = vec![("authorization".to_string(), "Bearer t".to_string())];
+        let req = RequestBytes::build("GET", &target, &mine, b"", true);
+        let text = String::from_utf8(req.bytes).unwrap();
+        assert_eq!(
+            text.to_ascii_lowercase().matches("authorization:").count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("authorization: Bearer t\r\n"), "{text}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! module drives the real code against the embedded target on 127.0.0.1:0.
 
 mod compare;
+mod credentials;
 mod fuzz_inputs;
 mod hostile;
 mod html;
