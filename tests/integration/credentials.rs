@@ -20,8 +20,8 @@ fn with_credentials(addr: SocketAddr, path: &str) -> String {
     format!("http://user:{PASSWORD}@{addr}{path}")
 }
 
-/// A server that answers every request `200` and sends each request head
-/// it read down `heads`.
+/// A server that answers `200` to requests with our credentials, `401` to
+/// others, and sends each request head it read down `heads`.
 fn capture_heads() -> (SocketAddr, mpsc::Receiver<String>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -86,6 +86,51 @@ fn url_credentials_are_sent_as_basic_auth() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(authorization_lines(&heads), ["Authorization: Bearer mine"]);
+}
+
+#[test]
+fn k8s_pods_get_the_credentials_from_a_secret_that_is_never_printed() {
+    let (addr, heads) = capture_heads();
+    let _quiet = super::support::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let merged = dir.path().join("merged.json");
+    let target_url = with_credentials(addr, "/");
+    let args = [
+        "k8s",
+        "run",
+        "--start-lead",
+        "2s",
+        "--timeout",
+        "40s",
+        "-o",
+        merged.to_str().unwrap(),
+        "--name",
+        "auth",
+        "--shards",
+        "2",
+        "run",
+        &target_url,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-t",
+        "1",
+    ];
+    let out = super::k8s::volley_with_fake_kubectl(dir.path(), &args, None);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let report = super::support::read_report(&merged);
+    assert_eq!(summary(&report)["status"]["200"], 20, "{}", summary(&report));
+    assert_eq!(authorization_lines(&heads), [format!("Authorization: {BASIC}")]);
+    let calls = std::fs::read_to_string(dir.path().join("cluster/calls.log")).unwrap();
+    assert!(calls.starts_with("apply -f -\napply -f "), "{calls}");
+    assert!(
+        calls.contains("delete secret auth-credentials --ignore-not-found"),
+        "{calls}"
+    );
+    let shown = format!("{}{}{calls}{report}", stdout(&out), stderr(&out));
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert!(shown.contains("user:***@"), "{shown}");
 }
 
 #[test]
