@@ -224,6 +224,59 @@ impl ResponseReader {
 
     /// Reads more bytes into the buffer; `Ok(0)` means end of stream.
     async fn fill<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<usize, RequestError> {
+        self.make_room()?;
+        let n = stream
+            .read(&mut self.buf[self.end..])
+            .await
+            .map_err(RequestError::from_io)?;
+        self.end += n;
+        self.pace().await;
+        Ok(n)
+    }
+
+    /// While a request is still being written (its body fills the socket):
+    /// reads what the server has sent so far into the buffer. `Ready` once
+    /// the writer should stop: a final response head is buffered (the
+    /// server answered early, say `413`), the server closed, or reading
+    /// failed; `Pending` while there is nothing, or only interim (1xx)
+    /// responses. The response is then read as usual from the buffer.
+    pub fn poll_early_answer<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), RequestError>> {
+        for _ in 0..YIELD_READS {
+            if self.holds_final_head()? {
+                return Poll::Ready(Ok(()));
+            }
+            self.make_room()?;
+            let mut read = ReadBuf::new(&mut self.buf[self.end..]);
+            ready!(Pin::new(&mut *stream).poll_read(cx, &mut read)).map_err(RequestError::from_io)?;
+            match read.filled().len() {
+                0 => return Poll::Ready(Ok(())),
+                n => self.end += n,
+            }
+        }
+        // A server streaming interim responses gets no more than its share.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Whether the buffer holds a final response head (after any interim).
+    fn holds_final_head(&self) -> Result<bool, RequestError> {
+        let mut at = self.start;
+        while let Some((len, status, ..)) = parse_head(&self.buf[at..self.end], false)? {
+            if !(100..200).contains(&status) || status == 101 {
+                return Ok(true);
+            }
+            at += len;
+        }
+        Ok(false)
+    }
+
+    /// Makes room at the end of the buffer: moves what is unread to the
+    /// front, or grows the buffer up to [`MAX_HEAD`].
+    fn make_room(&mut self) -> Result<(), RequestError> {
         if self.start == self.end {
             self.clear();
         } else if self.end == self.buf.len() {
@@ -237,13 +290,7 @@ impl ResponseReader {
                 return Err(RequestError::protocol("response head larger than 256 KiB"));
             }
         }
-        let n = stream
-            .read(&mut self.buf[self.end..])
-            .await
-            .map_err(RequestError::from_io)?;
-        self.end += n;
-        self.pace().await;
-        Ok(n)
+        Ok(())
     }
 
     /// Reads one complete response (skipping any 1xx interim responses).
@@ -290,7 +337,9 @@ impl ResponseReader {
             return Ok(ResponseHead {
                 status,
                 bytes,
-                close: close || closed,
+                // After a `101` the connection speaks another protocol
+                // (volley never asks for one): it cannot carry a next request.
+                close: close || closed || status == 101,
             });
         }
     }

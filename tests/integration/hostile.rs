@@ -237,3 +237,116 @@ fn a_signed_content_length_is_a_protocol_error() {
     let (_, report) = volley_json(&["run", "-n", "5", "-c", "1", "-q", &format!("http://{addr}/")]);
     assert_eq!(summary(&report)["errors_by_kind"]["protocol"], 5);
 }
+
+/// A body far larger than loopback's socket buffers (binary, so the
+/// report does not quote it), so the server's answer comes while volley is
+/// still writing it.
+fn large_body_file(dir: &std::path::Path) -> String {
+    let path = dir.join("body.bin");
+    std::fs::write(&path, vec![0xff; 24 << 20]).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Answers `413` after the request head, reading none of the body, then
+/// closes (`close`) or just stops reading.
+fn refuse_the_body(conn: &mut TcpStream, close: bool) {
+    if read_request_head(conn) {
+        let _ = conn.write_all(
+            b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large",
+        );
+        if !close {
+            std::thread::sleep(Duration::from_secs(30));
+        }
+    }
+}
+
+/// Over h2c: answers `413` to each request's HEADERS at once, ending the
+/// stream, and with `reset` resets it with NO_ERROR (RFC 9113 section 8.1:
+/// "stop sending the body"). Like a real server it reads and discards DATA
+/// and opens the connection's window again, never the stream's.
+fn refuse_the_body_h2(mut conn: TcpStream, reset: bool) {
+    let Some(first) = h2_accept(&mut conn) else { return };
+    let refuse = |conn: &mut TcpStream, id: u32| {
+        let mut out = frame(0x1, 0x5, id, &status_block(b"413"));
+        if reset {
+            out.extend(frame(0x3, 0, id, &[0, 0, 0, 0]));
+        }
+        conn.write_all(&out).is_ok()
+    };
+    if !refuse(&mut conn, first) {
+        return;
+    }
+    loop {
+        let mut head = [0u8; 9];
+        if conn.read_exact(&mut head).is_err() {
+            return;
+        }
+        let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
+        let mut payload = vec![0u8; len];
+        if conn.read_exact(&mut payload).is_err() {
+            return;
+        }
+        let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let sent = match head[3] {
+            0x1 => refuse(&mut conn, id),
+            0x0 if len > 0 => conn
+                .write_all(&frame(0x8, 0, 0, &(len as u32).to_be_bytes()))
+                .is_ok(),
+            _ => true,
+        };
+        if !sent {
+            return;
+        }
+    }
+}
+
+/// POSTs the large body `-n 3` times with a long `--timeout`: every request
+/// must count the server's `413`, well before the timeout.
+fn assert_early_413(addr: SocketAddr, body: &str, what: &str, extra: &[&str]) {
+    let url = format!("http://{addr}/upload");
+    let mut args = vec![
+        "run",
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "-q",
+        "-m",
+        "POST",
+        "--body-file",
+        body,
+        "--timeout",
+        "20s",
+    ];
+    args.extend_from_slice(extra);
+    args.push(&url);
+    let began = Instant::now();
+    let (out, report) = volley_json(&args);
+    let s = summary(&report);
+    assert_eq!(s["status"]["413"], 3, "{what}: {s} {}", stderr(&out));
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{what}: {:?}",
+        began.elapsed()
+    );
+}
+
+#[test]
+fn an_early_413_is_counted_as_sent() {
+    let _serial = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let body = large_body_file(dir.path());
+    let closes = serve(|mut conn| refuse_the_body(&mut conn, true));
+    assert_early_413(closes, &body, "a server that answers and closes", &[]);
+    let stops = serve(|mut conn| refuse_the_body(&mut conn, false));
+    assert_early_413(stops, &body, "a server that answers and stops reading", &[]);
+    let h2 = serve(|conn| refuse_the_body_h2(conn, false));
+    assert_early_413(h2, &body, "an HTTP/2 server that answers at once", &["--http2"]);
+    let h2 = serve(|conn| refuse_the_body_h2(conn, true));
+    assert_early_413(
+        h2,
+        &body,
+        "an HTTP/2 server that answers and resets",
+        &["--http2"],
+    );
+}
