@@ -828,6 +828,13 @@ impl Inner {
         let Some(lane) = lane else { return Ok(()) };
         let state = &mut self.lanes[lane];
         match status {
+            // RFC 9113 section 8.6: HTTP/2 has no 101 (Switching Protocols).
+            Some(101) => {
+                let err =
+                    RequestError::protocol("HTTP/2 response with status 101, which HTTP/2 does not allow");
+                self.complete(lane, Err(Failure::Error(err)), me);
+                return Ok(());
+            }
             // Informational (100 Continue, 103 Early Hints): the final
             // response follows.
             Some(100..=199) if !end_stream => return Ok(()),

@@ -350,3 +350,41 @@ fn an_early_413_is_counted_as_sent() {
         &["--http2"],
     );
 }
+
+/// Connections the unasked-`101` server accepted.
+static UPGRADED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[test]
+fn an_unasked_101_closes_the_connection() {
+    let addr = serve(|mut conn| {
+        UPGRADED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Whatever volley sends after the switch would be read as the new
+        // protocol's bytes; a reused connection gets a second 101.
+        answer_each(
+            &mut conn,
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x-odd\r\nConnection: Upgrade\r\n\r\n",
+        );
+    });
+    let (out, report) = volley_json(&["run", "-n", "5", "-c", "1", "-q", &format!("http://{addr}/")]);
+    let s = summary(&report);
+    assert_eq!(s["status"]["101"], 5, "{s} {}", stderr(&out));
+    assert_eq!(
+        UPGRADED.load(std::sync::atomic::Ordering::SeqCst),
+        5,
+        "one connection per 101"
+    );
+}
+
+#[test]
+fn a_101_over_http2_is_a_protocol_error() {
+    let addr = serve(|mut conn| {
+        if let Some(id) = h2_accept(&mut conn) {
+            let _ = conn.write_all(&frame(0x1, 0x4, id, &status_block(b"101")));
+            std::thread::sleep(Duration::from_secs(5));
+        }
+    });
+    let s = run_hostile(addr, &["--http2"]);
+    assert!(count(&s, "protocol") >= 1.0, "{s}");
+    let example = s["error_examples"]["protocol"].as_str().unwrap_or_default();
+    assert!(example.contains("101"), "{example}");
+}
