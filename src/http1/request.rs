@@ -47,6 +47,40 @@ impl Overrides {
     }
 }
 
+/// Refuses a user's framing header that could contradict the body volley
+/// sends (the body's bytes past a too-small length would be read as the
+/// next request on the connection). `value` and `body` are `None` when they
+/// are templates, whose length is known only per request. A
+/// `Content-Length` equal to the body's length is fine (it replaces
+/// volley's own); `Transfer-Encoding` never is: volley sends every body with
+/// its length. The error says what to drop.
+pub fn check_framing(name: &str, value: Option<&str>, body: Option<&[u8]>) -> Result<(), String> {
+    if name.eq_ignore_ascii_case("transfer-encoding") {
+        return Err(format!(
+            "header '{name}': volley sends every body with its Content-Length; drop the header"
+        ));
+    }
+    if !name.eq_ignore_ascii_case("content-length") {
+        return Ok(());
+    }
+    match (value, body) {
+        // Digits only (RFC 9110 section 8.6): Rust's parse takes a sign.
+        (Some(value), Some(body))
+            if value.trim().bytes().all(|b| b.is_ascii_digit())
+                && value.trim().parse::<u64>().ok() == Some(body.len() as u64) =>
+        {
+            Ok(())
+        }
+        (Some(value), Some(body)) => Err(format!(
+            "header '{name}: {value}' contradicts the {}-byte body; drop the header (volley sends the body's length)",
+            body.len()
+        )),
+        _ => Err(format!(
+            "header '{name}' with a templated value or body, whose length changes per request; drop the header (volley sends each body's length)"
+        )),
+    }
+}
+
 /// Writes one `name: value` header line.
 pub fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(name.as_bytes());
@@ -186,6 +220,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("authorization: Bearer t\r\n"), "{text}");
+    }
+
+    #[test]
+    fn framing_headers_must_match_the_body() {
+        assert_eq!(check_framing("X-Other", Some("1"), Some(b"abc")), Ok(()));
+        assert_eq!(check_framing("content-length", Some(" 3 "), Some(b"abc")), Ok(()));
+        assert_eq!(check_framing("Content-Length", Some("0"), Some(b"")), Ok(()));
+        for (value, body) in [
+            (Some("2"), Some(&b"abc"[..])),
+            (Some("+3"), Some(b"abc")),
+            (Some("3"), None),
+            (None, Some(b"abc")),
+        ] {
+            let err = check_framing("Content-Length", value, body).unwrap_err();
+            assert!(err.contains("drop the header"), "{err}");
+        }
+        let err = check_framing("Transfer-Encoding", Some("chunked"), Some(b"")).unwrap_err();
+        assert!(err.contains("drop the header"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 pub mod file;
 pub mod template;
 
-use crate::http1::request::Overrides;
+use crate::http1::request::{Overrides, check_framing};
 use file::{ActionDef, BodyDef, FileError, ItemDef, ItemsDef, PlanFile, Settings};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -246,6 +246,15 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
                     )
                 })?),
             };
+            let static_body = match &body {
+                Body::None => Some(&b""[..]),
+                Body::Template(t) => t.as_static().map(str::as_bytes),
+                Body::Bytes(bytes) => Some(&bytes[..]),
+            };
+            for (name, value) in &headers {
+                check_framing(name, value.as_static(), static_body)
+                    .map_err(|e| at(item, format!("in '{}': {e}", item.name)))?;
+            }
             // The assignment takes effect after this request, so the
             // request's own templates cannot see it.
             let assign = assign.as_ref().map(|name| slot_for(scenario, name));

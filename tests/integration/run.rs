@@ -454,3 +454,59 @@ fn open_files_limit_is_raised_or_reported_before_starting() {
     assert!(err.contains("open files") && err.contains("1024"), "{err}");
     assert_eq!(server.stats().connections_accepted, 300, "nothing started");
 }
+
+#[test]
+fn a_framing_header_that_contradicts_the_body_is_a_usage_error() {
+    for (header, body) in [
+        ("Content-Length: 2", "hello"),
+        ("content-length: 50", "hello"),
+        ("Transfer-Encoding: chunked", "5\r\nhello\r\n0\r\n\r\n"),
+    ] {
+        let out = volley(&[
+            "run",
+            "-n",
+            "1",
+            "-m",
+            "POST",
+            "-H",
+            header,
+            "-b",
+            body,
+            "http://127.0.0.1:9/",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{header}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("drop the header"), "{err}");
+    }
+    // A length that matches is the user's to send.
+    let server = target();
+    let out = volley(&[
+        "run",
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "-q",
+        "-m",
+        "POST",
+        "-H",
+        "Content-Length: 5",
+        "-b",
+        "hello",
+        &url(&server, "/echo"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // A plan's framing header is checked when the plan is loaded.
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("framing.yml");
+    std::fs::write(
+        &plan,
+        "plan:\n  - name: Post\n    request:\n      url: /echo\n      method: POST\n      body: '{{ iteration }}'\n      headers:\n        Content-Length: '1'\n",
+    )
+    .unwrap();
+    let out = volley(&["plan", plan.to_str().unwrap(), "--base", &url(&server, "")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("drop the header"), "{}", stderr(&out));
+}
