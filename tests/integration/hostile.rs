@@ -21,7 +21,7 @@ const MAX_RSS: f64 = 150.0 * 1024.0 * 1024.0;
 
 /// Serves every connection on its own thread with `behave`. The threads
 /// end when volley closes the connection (their writes fail).
-fn serve(behave: fn(TcpStream)) -> SocketAddr {
+pub(super) fn serve(behave: fn(TcpStream)) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -58,7 +58,7 @@ fn blast(conn: &mut TcpStream, unit: &[u8]) {
 }
 
 /// An HTTP/2 frame.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+pub(super) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = payload.len();
     let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
     out.extend_from_slice(&stream.to_be_bytes());
@@ -69,7 +69,7 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 /// The server side of an h2c start: reads the client preface and frames
 /// until the first HEADERS (whose stream id it returns), and sends an empty
 /// SETTINGS frame.
-fn h2_accept(conn: &mut TcpStream) -> Option<u32> {
+pub(super) fn h2_accept(conn: &mut TcpStream) -> Option<u32> {
     let mut preface = [0u8; 24];
     conn.read_exact(&mut preface).ok()?;
     conn.write_all(&frame(0x4, 0, 0, &[])).ok()?;
@@ -86,7 +86,7 @@ fn h2_accept(conn: &mut TcpStream) -> Option<u32> {
 }
 
 /// A HEADERS block with `:status` as a literal (the static table has no 100).
-fn status_block(status: &[u8; 3]) -> Vec<u8> {
+pub(super) fn status_block(status: &[u8; 3]) -> Vec<u8> {
     let mut block = vec![0x08, 0x03];
     block.extend_from_slice(status);
     block
@@ -94,7 +94,7 @@ fn status_block(status: &[u8; 3]) -> Vec<u8> {
 
 /// Runs volley at `addr` for [`RUN`] and checks the bounds every hostile
 /// run must keep; returns the summary.
-fn run_hostile(addr: SocketAddr, extra: &[&str]) -> Value {
+pub(super) fn run_hostile(addr: SocketAddr, extra: &[&str]) -> Value {
     let url = format!("http://{addr}/");
     let mut args = vec!["run", "-d", RUN, "--timeout", TIMEOUT, "-c", "1", "-q"];
     args.extend_from_slice(extra);
@@ -112,7 +112,7 @@ fn run_hostile(addr: SocketAddr, extra: &[&str]) -> Value {
     s
 }
 
-fn count(s: &Value, kind: &str) -> f64 {
+pub(super) fn count(s: &Value, kind: &str) -> f64 {
     s["errors_by_kind"][kind].as_f64().unwrap_or(0.0)
 }
 

@@ -5,6 +5,7 @@ mod compare;
 mod credentials;
 mod fuzz_inputs;
 mod hostile;
+mod hostile_h2;
 mod html;
 mod http2;
 mod k8s;
