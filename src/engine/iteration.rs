@@ -328,6 +328,17 @@ async fn send_one(
     let result = round_trip(ctx, slot, &state.request, is_head, Some(&mut state.capture)).await;
     let now = Instant::now();
     match result {
+        Ok(_) if state.capture.overflowed => {
+            let err = RequestError::new(
+                ErrorKind::Assert,
+                ErrorDetail::Text(format!(
+                    "a response body assigned to a variable is over the {} MiB volley keeps",
+                    http1::response::MAX_KEPT_BODY >> 20
+                )),
+            );
+            fail_step(ctx, stat, &err, from);
+            false
+        }
         Ok(head) => {
             for cookie in state.capture.set_cookies.drain(..) {
                 let name = cookie.split('=').next().unwrap_or_default().to_string();

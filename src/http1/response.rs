@@ -72,13 +72,22 @@ const MAX_HEADERS: usize = 256;
 /// never get a turn. A normal response takes one or two reads.
 const YIELD_READS: u32 = 32;
 
+/// The most of a response body a plan keeps when it assigns the response
+/// to a variable. A body is kept per connection, so without a cap one
+/// huge (or endless) response would take the machine's memory; past it the
+/// rest is read and dropped and the step fails ([`Capture::overflowed`]).
+pub const MAX_KEPT_BODY: usize = 8 * 1024 * 1024;
+
 /// What a scenario keeps of a response: Set-Cookie values always, and with
 /// `full` (the response is assigned to a variable) every header and the body.
 #[derive(Debug, Default)]
 pub struct Capture {
     pub full: bool,
     pub headers: Vec<(String, String)>,
+    /// At most [`MAX_KEPT_BODY`] bytes.
     pub body: Vec<u8>,
+    /// The body was longer than [`MAX_KEPT_BODY`]: what was kept is not it.
+    pub overflowed: bool,
     /// `name=value` of each Set-Cookie header.
     pub set_cookies: Vec<String>,
 }
@@ -89,7 +98,17 @@ impl Capture {
         self.full = full;
         self.headers.clear();
         self.body.clear();
+        self.overflowed = false;
         self.set_cookies.clear();
+    }
+
+    /// Keeps body bytes (HTTP/1.1 or HTTP/2) up to [`MAX_KEPT_BODY`].
+    pub fn keep_body(&mut self, bytes: &[u8]) {
+        if self.body.len() + bytes.len() > MAX_KEPT_BODY {
+            self.overflowed = true;
+        } else {
+            self.body.extend_from_slice(bytes);
+        }
     }
 
     fn take_head(&mut self, head: &[u8]) {
@@ -128,17 +147,18 @@ impl Capture {
     }
 }
 
-/// Where body bytes go: dropped into the sink, or kept.
+/// Where body bytes go: dropped into the sink, or kept (up to the cap;
+/// the rest goes to the sink).
 enum BodyDest<'a> {
     Sink(&'a BodySink),
-    Keep(&'a mut Vec<u8>),
+    Keep(&'a mut Capture, &'a BodySink),
 }
 
 impl BodyDest<'_> {
     /// Takes buffered body bytes.
     fn take(&mut self, bytes: &[u8]) {
-        if let BodyDest::Keep(out) = self {
-            out.extend_from_slice(bytes);
+        if let BodyDest::Keep(capture, _) = self {
+            capture.keep_body(bytes);
         }
     }
 
@@ -146,8 +166,18 @@ impl BodyDest<'_> {
     async fn read<S: AsyncRead + Unpin>(&mut self, stream: &mut S, max: u64) -> Result<usize, RequestError> {
         match self {
             BodyDest::Sink(sink) => sink.discard(stream, max).await,
-            BodyDest::Keep(out) => {
-                let want = usize::try_from(max).unwrap_or(usize::MAX).min(SINK_SIZE);
+            BodyDest::Keep(capture, sink) => {
+                let room = MAX_KEPT_BODY - capture.body.len().min(MAX_KEPT_BODY);
+                if capture.overflowed || room == 0 {
+                    let got = sink.discard(stream, max).await?;
+                    capture.overflowed |= got > 0;
+                    return Ok(got);
+                }
+                let out = &mut capture.body;
+                let want = usize::try_from(max)
+                    .unwrap_or(usize::MAX)
+                    .min(SINK_SIZE)
+                    .min(room);
                 let old = out.len();
                 out.resize(old + want, 0);
                 let got = stream.read(&mut out[old..]).await.map_err(RequestError::from_io);
@@ -324,7 +354,7 @@ impl ResponseReader {
                 continue;
             }
             let mut dest = match capture.as_deref_mut() {
-                Some(c) if c.full => BodyDest::Keep(&mut c.body),
+                Some(c) if c.full => BodyDest::Keep(c, sink),
                 _ => BodyDest::Sink(sink),
             };
             let (body, closed) = match framing {

@@ -775,7 +775,7 @@ impl Inner {
             state.recv_unacked = 0;
         }
         if let Some(capture) = state.capture.as_mut().filter(|c| c.full) {
-            capture.body.extend_from_slice(data);
+            capture.keep_body(data);
         }
         if head.flags & frame::END_STREAM != 0 {
             self.complete(lane, Ok(()), me);

@@ -388,3 +388,70 @@ fn a_101_over_http2_is_a_protocol_error() {
     let example = s["error_examples"]["protocol"].as_str().unwrap_or_default();
     assert!(example.contains("101"), "{example}");
 }
+
+/// A body eight times what a plan keeps of an assigned response.
+const HUGE_BODY: usize = 64 << 20;
+
+/// Runs `plan` (its first step assigns the response of `/` to `big`)
+/// against `addr`; returns that step's summary after checking the bounds.
+fn run_assigning_plan(addr: SocketAddr, iterations: u32, extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("huge.yml");
+    std::fs::write(
+        &plan,
+        format!("iterations: {iterations}\nplan:\n  - name: Huge\n    request:\n      url: /\n    assign: big\n  - name: After\n    assert: {{key: big.status, value: '200'}}\n"),
+    )
+    .unwrap();
+    let base = format!("http://{addr}");
+    let mut args = vec![
+        "plan",
+        plan.to_str().unwrap(),
+        "--base",
+        &base,
+        "--timeout",
+        "20s",
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    let began = Instant::now();
+    let (out, report) = volley_json(&args);
+    assert!(began.elapsed() < Duration::from_secs(20), "{:?}", began.elapsed());
+    let rss = num(&summary(&report)["tool_cpu"]["peak_rss_bytes"]);
+    assert!(
+        rss > 0.0 && rss < MAX_RSS,
+        "peak RSS {rss} bytes: {}",
+        stderr(&out)
+    );
+    let steps = report["runs"][0]["steps"].as_array().unwrap();
+    steps.iter().find(|s| s["name"] == "Huge").unwrap()["summary"].clone()
+}
+
+fn assert_body_refused(step: &Value, requests: u64) {
+    assert_eq!(step["requests"], requests, "{step}");
+    assert_eq!(step["errors_by_kind"]["assert"], requests, "{step}");
+    let example = step["error_examples"]["assert"].as_str().unwrap_or_default();
+    assert!(example.contains("over the 8 MiB volley keeps"), "{example}");
+}
+
+#[test]
+fn an_assigned_body_past_the_cap_fails_its_step_in_bounded_memory() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        let mut response = format!("HTTP/1.1 200 OK\r\nContent-Length: {HUGE_BODY}\r\n\r\n").into_bytes();
+        response.resize(response.len() + HUGE_BODY, b'x');
+        answer_each(&mut conn, &response);
+    });
+    assert_body_refused(&run_assigning_plan(addr, 2, &[]), 2);
+    let addr = serve(|mut conn| {
+        if let Some(id) = h2_accept(&mut conn) {
+            let mut out = frame(0x1, 0x4, id, &[0x88]);
+            for _ in 0..HUGE_BODY / 16_384 {
+                out.extend(frame(0x0, 0, id, &[b'x'; 16_384]));
+            }
+            out.extend(frame(0x0, 0x1, id, &[]));
+            let _ = conn.write_all(&out);
+            std::thread::sleep(Duration::from_secs(5));
+        }
+    });
+    assert_body_refused(&run_assigning_plan(addr, 1, &["--http2"]), 1);
+}
