@@ -232,6 +232,18 @@ fn statuses_above_599_are_counted_as_sent() {
 }
 
 #[test]
+fn an_empty_chunk_size_line_is_a_protocol_error() {
+    let addr = serve(|mut conn| {
+        answer_each(
+            &mut conn,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n0\r\n\r\n",
+        )
+    });
+    let (_, report) = volley_json(&["run", "-n", "5", "-c", "1", "-q", &format!("http://{addr}/")]);
+    assert_eq!(summary(&report)["errors_by_kind"]["protocol"], 5);
+}
+
+#[test]
 fn a_signed_content_length_is_a_protocol_error() {
     let addr = serve(|mut conn| answer_each(&mut conn, b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok"));
     let (_, report) = volley_json(&["run", "-n", "5", "-c", "1", "-q", &format!("http://{addr}/")]);
@@ -324,6 +336,9 @@ fn assert_early_413(addr: SocketAddr, body: &str, what: &str, extra: &[&str]) {
     let (out, report) = volley_json(&args);
     let s = summary(&report);
     assert_eq!(s["status"]["413"], 3, "{what}: {s} {}", stderr(&out));
+    // The body is held a few times over (file, plan, request bytes).
+    let rss = num(&s["tool_cpu"]["peak_rss_bytes"]);
+    assert!(rss > 0.0 && rss < MAX_RSS, "{what}: peak RSS {rss} bytes");
     assert!(
         began.elapsed() < Duration::from_secs(10),
         "{what}: {:?}",
@@ -394,7 +409,7 @@ const HUGE_BODY: usize = 64 << 20;
 
 /// Runs `plan` (its first step assigns the response of `/` to `big`)
 /// against `addr`; returns that step's summary after checking the bounds.
-fn run_assigning_plan(addr: SocketAddr, iterations: u32, extra: &[&str]) -> Value {
+pub(super) fn run_assigning_plan(addr: SocketAddr, iterations: u32, extra: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("huge.yml");
     std::fs::write(

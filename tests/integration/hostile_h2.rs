@@ -3,7 +3,7 @@
 //! `protocol` error naming the rule, within the run's bounds of time and
 //! memory ([`run_hostile`]), the connection (or stream) given up.
 
-use super::hostile::{count, frame, h2_accept, run_hostile, serve, status_block};
+use super::hostile::{count, frame, h2_accept, run_assigning_plan, run_hostile, serve, status_block};
 use super::support::exclusive;
 use serde_json::Value;
 use std::io::Write;
@@ -104,4 +104,36 @@ fn a_push_promise_is_refused() {
         })
     });
     assert_refused(&run_hostile(addr, &["--http2"]), "server push");
+}
+
+/// One 4 KB header put in the HPACK dynamic table, then named 12,000
+/// times by its one-byte index: a 16 KB frame that decodes to ~48 MB.
+fn hpack_bomb(id: u32) -> Vec<u8> {
+    let mut block = vec![0x88, 0x40, 0x01, b'x', 0x7f];
+    // The value's length, 4,000, as an HPACK integer after the 7-bit
+    // prefix (127): 3,873 = 0x21 + 0x1e * 128.
+    block.extend([0xa1, 0x1e]);
+    block.extend([b'a'; 4000]);
+    block.extend([0xbe; 12_000]);
+    frame(0x1, 0x5, id, &block)
+}
+
+#[test]
+fn a_header_list_past_the_advertised_limit_is_refused_where_headers_are_kept() {
+    let _serial = exclusive();
+    // Where nobody keeps the headers (volley run), only :status is decoded
+    // into memory: the bomb costs nothing and the response counts.
+    let addr = serve(|conn| offend(conn, hpack_bomb));
+    let s = run_hostile(addr, &["--http2"]);
+    assert!(s["status"]["200"].as_u64().is_some_and(|n| n >= 1), "{s}");
+    // A plan that assigns the response keeps its headers: past the 256 KiB
+    // volley advertised it is refused, in bounded memory.
+    let addr = serve(|conn| offend(conn, hpack_bomb));
+    let step = run_assigning_plan(addr, 1, &["--http2"]);
+    assert_eq!(step["errors_by_kind"]["protocol"], 1, "{step}");
+    let example = step["error_examples"]["protocol"].as_str().unwrap_or_default();
+    assert!(
+        example.contains("header list larger than the 256 KiB"),
+        "{example}"
+    );
 }
