@@ -150,9 +150,15 @@ enum Written {
 }
 
 /// Connects if the slot has no usable connection (none yet, or one left
-/// mid-request), marks it busy and writes `bytes`, listening for an early
-/// answer while the socket is full.
-async fn connect_and_write(ctx: &WorkerCtx, slot: &mut Slot, bytes: &[u8]) -> Result<Written, RequestError> {
+/// mid-request), marks it busy and writes `bytes` (whose first request is
+/// `first` bytes long), listening for an early answer while the socket is
+/// full.
+async fn connect_and_write(
+    ctx: &WorkerCtx,
+    slot: &mut Slot,
+    bytes: &[u8],
+    first: usize,
+) -> Result<Written, RequestError> {
     if slot.busy || slot.stream.is_none() {
         slot.stream = None;
         slot.stream = Some(ctx.connector.connect(&ctx.recorder).await?);
@@ -160,14 +166,22 @@ async fn connect_and_write(ctx: &WorkerCtx, slot: &mut Slot, bytes: &[u8]) -> Re
     }
     slot.busy = true;
     let stream = slot.stream.as_mut().expect("connected just above");
-    Ok(write_listening(stream, &mut slot.reader, bytes).await)
+    Ok(write_listening(stream, &mut slot.reader, bytes, first).await)
 }
 
-/// Writes `bytes`; whenever the socket is full, reads what the server sent
+/// Writes `bytes`; whenever the socket is full while the first request
+/// (`first` bytes) is still going out, reads what the server sent
 /// meanwhile, so a server that answers before the body is all sent (and
-/// stops reading) is heard rather than waited on until the timeout. A
-/// request that fits the socket at once costs nothing more.
-async fn write_listening(stream: &mut Stream, reader: &mut ResponseReader, bytes: &[u8]) -> Written {
+/// stops reading) is heard rather than waited on until the timeout. Once
+/// the first request is out, a response is the pipelined answer to it, not
+/// an early one, so later bytes are just written. A request that fits the
+/// socket at once costs nothing more.
+async fn write_listening(
+    stream: &mut Stream,
+    reader: &mut ResponseReader,
+    bytes: &[u8],
+    first: usize,
+) -> Written {
     let mut written = 0;
     std::future::poll_fn(|cx| {
         while written < bytes.len() {
@@ -178,6 +192,7 @@ async fn write_listening(stream: &mut Stream, reader: &mut ResponseReader, bytes
                 }
                 Poll::Ready(Ok(n)) => written += n,
                 Poll::Ready(Err(err)) => return Poll::Ready(Written::Cut(Some(RequestError::from_io(err)))),
+                Poll::Pending if written >= first => return Poll::Pending,
                 Poll::Pending => {
                     return match reader.poll_early_answer(stream, cx) {
                         Poll::Pending => Poll::Pending,
@@ -211,7 +226,7 @@ pub(super) async fn round_trip(
                 .round_trip_http1(&ctx.connector, &ctx.recorder, bytes, https, capture, keepalive)
                 .await;
         }
-        let written = connect_and_write(ctx, slot, bytes).await?;
+        let written = connect_and_write(ctx, slot, bytes, bytes.len()).await?;
         let stream = slot.stream.as_mut().expect("connected by connect_and_write");
         let read = slot
             .reader
@@ -278,7 +293,8 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
         return;
     }
     let count = ticket.count;
-    let send = connect_and_write(ctx, slot, ctx.shared.request.repeat_slice(count));
+    let request = &ctx.shared.request;
+    let send = connect_and_write(ctx, slot, request.repeat_slice(count), request.single);
     let sent = tokio::time::timeout_at(deadline, send)
         .await
         .unwrap_or_else(|_| Err(timed_out()));

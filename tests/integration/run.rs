@@ -380,6 +380,33 @@ fn pipelining_keeps_the_count_exact() {
 }
 
 #[test]
+fn pipelined_large_bodies_are_not_mistaken_for_early_answers() {
+    // The server answers the first request of a round while volley still
+    // writes the later ones: that is pipelining, not an early answer.
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body.bin");
+    std::fs::write(&body, vec![0xfe; 4 << 20]).unwrap();
+    let (out, report) = volley_json(&[
+        "run",
+        "-n",
+        "16",
+        "-c",
+        "1",
+        "--pipeline",
+        "4",
+        "-m",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 16, "{}", summary(&report));
+    assert_eq!(server.stats().connections_accepted, 1);
+}
+
+#[test]
 fn pipelining_needs_keepalive() {
     usage_error(
         &["run", "--pipeline", "4", "--no-keepalive", "http://127.0.0.1:1/"],
