@@ -59,27 +59,37 @@ impl std::fmt::Debug for BasicAuth {
     }
 }
 
+/// Where the userinfo of a URL's text is: its start, and the position of
+/// the `@` that ends it. Works on text that is not a valid URL too.
+fn userinfo_span(raw: &str) -> Option<(usize, usize)> {
+    let start = raw.find("://")? + 3;
+    let authority_len = raw[start..].find(['/', '?', '#']).unwrap_or(raw.len() - start);
+    // The last `@` ends the userinfo, as URL parsers read it.
+    let at = raw[start..start + authority_len].rfind('@')?;
+    Some((start, start + at))
+}
+
 /// `raw` with the password of its userinfo replaced by `***`
 /// (`http://user:***@host/`); works on text that is not a valid URL too,
 /// so error messages about bad URLs leak nothing either.
 pub fn mask_password(raw: &str) -> std::borrow::Cow<'_, str> {
-    let Some(scheme_end) = raw.find("://") else {
+    let Some((start, at)) = userinfo_span(raw) else {
         return raw.into();
     };
-    let authority_start = scheme_end + 3;
-    let authority_len = raw[authority_start..]
-        .find(['/', '?', '#'])
-        .unwrap_or(raw.len() - authority_start);
-    let authority = &raw[authority_start..authority_start + authority_len];
-    let Some(at) = authority.rfind('@') else {
-        return raw.into();
-    };
-    let Some(colon) = authority[..at].find(':') else {
-        return raw.into();
-    };
-    let password_start = authority_start + colon + 1;
-    let password_end = authority_start + at;
-    format!("{}***{}", &raw[..password_start], &raw[password_end..]).into()
+    match raw[start..at].find(':') {
+        Some(colon) => format!("{}***{}", &raw[..start + colon + 1], &raw[at..]).into(),
+        None => raw.into(),
+    }
+}
+
+/// `raw` without its userinfo (`http://host/`): what a plan's `{{ base }}`
+/// stands for, so URLs built from it are on the run's origin (the
+/// credentials travel as the `Authorization` header).
+pub fn without_credentials(raw: &str) -> std::borrow::Cow<'_, str> {
+    match userinfo_span(raw) {
+        Some((start, at)) => format!("{}{}", &raw[..start], &raw[at + 1..]).into(),
+        None => raw.into(),
+    }
 }
 
 /// One URL to load, fully resolved.
@@ -282,6 +292,8 @@ mod tests {
         ] {
             assert_eq!(mask_password(raw), shown, "{raw}");
         }
+        assert_eq!(without_credentials("http://u:p@h:1/x@y"), "http://h:1/x@y");
+        assert_eq!(without_credentials("http://h/"), "http://h/");
         let err = Target::parse("gopher://u:secret@h/").unwrap_err().to_string();
         assert!(!err.contains("secret") && err.contains("u:***@h"), "{err}");
         let err = Target::parse("http://u:secret@[::1/").unwrap_err().to_string();

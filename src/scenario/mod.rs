@@ -211,9 +211,14 @@ fn slot_for(scenario: &mut Scenario, name: &str) -> usize {
 
 fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, FileError> {
     let tpl = |text: &str, items: bool, scenario: &Scenario| {
+        let base = scenario
+            .settings
+            .base
+            .as_deref()
+            .map(crate::target::without_credentials);
         let known = Known {
             vars: &scenario.var_names,
-            base: scenario.settings.base.as_deref(),
+            base: base.as_deref(),
             items,
         };
         Template::compile(text, &known).map_err(|e| at(item, format!("in '{}': {e}", item.name)))
@@ -281,9 +286,14 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<StepKind, Fil
             }
         }
         ActionDef::Assert { key, value } => {
+            let base = scenario
+                .settings
+                .base
+                .as_deref()
+                .map(crate::target::without_credentials);
             let known = Known {
                 vars: &scenario.var_names,
-                base: scenario.settings.base.as_deref(),
+                base: base.as_deref(),
                 items: false,
             };
             let key = match template::resolve(key, &known) {

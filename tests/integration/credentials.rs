@@ -141,7 +141,7 @@ fn a_plan_s_base_credentials_are_sent_over_both_protocols() {
     std::fs::write(
         &plan,
         format!(
-            "iterations: 2\nplan:\n  - name: Echo\n    request:\n      url: /api/echo-headers\n    assign: seen\n  - name: Sent\n    assert: {{key: seen.body.authorization, value: '{BASIC}'}}\n  - name: Wrong\n    assert: {{key: seen.body.authorization, value: 'Basic d3Jvbmc='}}\n"
+            "iterations: 2\nplan:\n  - name: Echo\n    request:\n      url: /api/echo-headers\n    assign: seen\n  - name: Echo again\n    request:\n      url: '{{{{ base }}}}/api/echo-headers'\n    assign: again\n  - name: Sent again\n    assert: {{key: again.body.authorization, value: '{BASIC}'}}\n  - name: Sent\n    assert: {{key: seen.body.authorization, value: '{BASIC}'}}\n  - name: Wrong\n    assert: {{key: seen.body.authorization, value: 'Basic d3Jvbmc='}}\n"
         ),
     )
     .unwrap();
@@ -156,6 +156,12 @@ fn a_plan_s_base_credentials_are_sent_over_both_protocols() {
         };
         // The check is live: an assertion on the wrong value fails.
         assert_eq!((errors("Sent"), errors("Wrong")), (0, 2), "{http}: {report}");
+        // `{{ base }}` stands for the origin without the credentials.
+        assert_eq!(
+            (errors("Echo again"), errors("Sent again")),
+            (0, 0),
+            "{http}: {report}"
+        );
         let text = format!("{}{}{report}", stdout(&out), stderr(&out));
         assert!(!text.contains(PASSWORD), "{http}: {text}");
     }
