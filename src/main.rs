@@ -112,6 +112,9 @@ fn main() -> ExitCode {
             match volley::k8s::build(&opts, std::time::SystemTime::now()) {
                 Ok(spec) => {
                     print!("{}", volley::k8s::to_yaml(&spec));
+                    if let Some(credentials) = &spec.credentials {
+                        eprintln!("note: {}", credentials.hint());
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(EXIT_USAGE, &e),

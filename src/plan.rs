@@ -423,6 +423,10 @@ impl Plan {
             (None, None) => Vec::new(),
             (Some(_), Some(_)) => return Err(invalid("give either --body or --body-file, not both")),
         };
+        for (name, value) in &headers {
+            crate::http1::request::check_framing(name, Some(value), Some(&body))
+                .map_err(|e| invalid(format!("-H {e}")))?;
+        }
         let success = match &args.status {
             Some(spec) => StatusSet::parse(spec)?,
             None => StatusSet::default_success(),

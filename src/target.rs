@@ -1,11 +1,18 @@
 //! A URL resolved into what the engine needs: where to connect, what to put
 //! in the request line and Host header, and whether to speak TLS.
+//!
+//! Credentials in the URL (`http://user:pass@host/`) become the Basic
+//! `Authorization` header curl sends for them, and the URL volley shows
+//! anywhere (terminal, reports, errors) has the password masked
+//! (`user:***@host`): a load test's output is shared far more widely than
+//! the password was meant to be.
 
 use serde::Serialize;
 use std::net::{SocketAddr, ToSocketAddrs};
 use thiserror::Error;
 
 /// Why a URL cannot be a target.
+/// Every URL in a [`TargetError`] is masked by [`mask_password`].
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum TargetError {
     #[error("invalid URL '{url}': {reason}")]
@@ -20,10 +27,81 @@ pub enum TargetError {
     },
 }
 
+/// The `Authorization` header value made from a URL's userinfo. Its
+/// `Debug` shows no secret, so a plan printed for debugging leaks nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BasicAuth(String);
+
+impl BasicAuth {
+    /// `Basic base64(user:password)`, both percent-decoded first as curl does.
+    fn from_url(url: &url::Url) -> Option<BasicAuth> {
+        use base64::Engine as _;
+        if url.username().is_empty() && url.password().is_none() {
+            return None;
+        }
+        let decode = |part: &str| percent_encoding::percent_decode_str(part).collect::<Vec<u8>>();
+        let mut pair = decode(url.username());
+        pair.push(b':');
+        pair.extend(decode(url.password().unwrap_or("")));
+        let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+        Some(BasicAuth(format!("Basic {encoded}")))
+    }
+
+    /// The header value, `Basic ...`.
+    pub fn header_value(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for BasicAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BasicAuth(***)")
+    }
+}
+
+/// Where the userinfo of a URL's text is: its start, and the position of
+/// the `@` that ends it. Works on text that is not a valid URL too.
+fn userinfo_span(raw: &str) -> Option<(usize, usize)> {
+    let start = raw.find("://")? + 3;
+    let authority_len = raw[start..].find(['/', '?', '#']).unwrap_or(raw.len() - start);
+    // The last `@` ends the userinfo, as URL parsers read it.
+    let at = raw[start..start + authority_len].rfind('@')?;
+    Some((start, start + at))
+}
+
+/// `raw` with the password of its userinfo replaced by `***`
+/// (`http://user:***@host/`); works on text that is not a valid URL too,
+/// so error messages about bad URLs leak nothing either.
+pub fn mask_password(raw: &str) -> std::borrow::Cow<'_, str> {
+    let Some((start, at)) = userinfo_span(raw) else {
+        return raw.into();
+    };
+    match raw[start..at].find(':') {
+        Some(colon) => format!("{}***{}", &raw[..start + colon + 1], &raw[at..]).into(),
+        None => raw.into(),
+    }
+}
+
+/// `raw` without its userinfo (`http://host/`): what a plan's `{{ base }}`
+/// stands for, so URLs built from it are on the run's origin (the
+/// credentials travel as the `Authorization` header).
+pub fn without_credentials(raw: &str) -> std::borrow::Cow<'_, str> {
+    match userinfo_span(raw) {
+        Some((start, at)) => format!("{}{}", &raw[..start], &raw[at + 1..]).into(),
+        None => raw.into(),
+    }
+}
+
 /// One URL to load, fully resolved.
 #[derive(Clone, Debug, Serialize)]
 pub struct Target {
+    /// The URL as given, its password masked ([`mask_password`]): the one
+    /// every output shows.
     pub url: String,
+    /// `Authorization` from the URL's userinfo, sent unless the user's own
+    /// headers carry one.
+    #[serde(skip)]
+    pub basic_auth: Option<BasicAuth>,
     #[serde(skip)]
     pub tls: bool,
     /// The host name (without brackets or port), for SNI.
@@ -49,8 +127,9 @@ pub struct Target {
 impl Target {
     /// Parses and checks a URL without touching the network.
     pub fn parse(raw: &str) -> Result<Target, TargetError> {
+        let shown = mask_password(raw).into_owned();
         let invalid = |reason: String| TargetError::Invalid {
-            url: raw.to_string(),
+            url: shown.clone(),
             reason,
         };
         let url = url::Url::parse(raw).map_err(|e| invalid(e.to_string()))?;
@@ -59,7 +138,7 @@ impl Target {
             "https" => true,
             other => {
                 return Err(TargetError::Scheme {
-                    url: raw.to_string(),
+                    url: shown,
                     scheme: other.to_string(),
                 });
             }
@@ -83,7 +162,8 @@ impl Target {
         }
         let origin = format!("{}://{host_header}", url.scheme());
         Ok(Target {
-            url: raw.to_string(),
+            basic_auth: BasicAuth::from_url(&url),
+            url: shown,
             tls,
             host,
             host_header,
@@ -171,6 +251,53 @@ mod tests {
             Target::parse("http://"),
             Err(TargetError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn credentials_become_basic_auth_and_are_masked() {
+        let t = Target::parse("http://al%20ice:p%40ss:word@example.test:8080/x").unwrap();
+        assert_eq!(t.url, "http://al%20ice:***@example.test:8080/x");
+        // base64("al ice:p@ss:word")
+        assert_eq!(
+            t.basic_auth.as_ref().map(BasicAuth::header_value),
+            Some("Basic YWwgaWNlOnBAc3M6d29yZA==")
+        );
+        assert!(!format!("{t:?}").contains("YWwg"), "{t:?}");
+        assert_eq!(t.host_header, "example.test:8080");
+        assert_eq!(t.origin, "http://example.test:8080");
+        let user_only = Target::parse("http://bob@example.test/").unwrap();
+        assert_eq!(user_only.url, "http://bob@example.test/");
+        assert_eq!(
+            user_only.basic_auth.map(|a| a.header_value().to_string()),
+            Some("Basic Ym9iOg==".to_string())
+        );
+        assert!(
+            Target::parse("http://example.test/a@b")
+                .unwrap()
+                .basic_auth
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn masks_passwords_in_any_text() {
+        for (raw, shown) in [
+            ("http://u:secret@h/p", "http://u:***@h/p"),
+            ("https://u:se:cr@et@h:1?q=a:b@c", "https://u:***@h:1?q=a:b@c"),
+            ("ftp://u:secret@h", "ftp://u:***@h"),
+            ("http://u:secret@", "http://u:***@"),
+            ("http://h/a:b@c", "http://h/a:b@c"),
+            ("http://u@h/", "http://u@h/"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(mask_password(raw), shown, "{raw}");
+        }
+        assert_eq!(without_credentials("http://u:p@h:1/x@y"), "http://h:1/x@y");
+        assert_eq!(without_credentials("http://h/"), "http://h/");
+        let err = Target::parse("gopher://u:secret@h/").unwrap_err().to_string();
+        assert!(!err.contains("secret") && err.contains("u:***@h"), "{err}");
+        let err = Target::parse("http://u:secret@[::1/").unwrap_err().to_string();
+        assert!(!err.contains("secret"), "{err}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
-use tokio::io::AsyncWriteExt;
+use tokio::io::AsyncWrite;
 
 /// One connection's state, reused across requests and phases.
 #[derive(Default)]
@@ -138,9 +138,27 @@ async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: Slot, feed: &F
     slot
 }
 
+/// How writing a request ended.
+enum Written {
+    /// Every byte went out.
+    All,
+    /// The server answered, closed or failed the connection before the
+    /// request was fully written (a `413` to a large body): its response,
+    /// if it sent one, is in the reader's buffer or on the socket; the
+    /// write's own error, if any, is what to count when there is none.
+    Cut(Option<RequestError>),
+}
+
 /// Connects if the slot has no usable connection (none yet, or one left
-/// mid-request), marks it busy and writes `bytes`.
-async fn connect_and_write(ctx: &WorkerCtx, slot: &mut Slot, bytes: &[u8]) -> Result<(), RequestError> {
+/// mid-request), marks it busy and writes `bytes` (whose first request is
+/// `first` bytes long), listening for an early answer while the socket is
+/// full.
+async fn connect_and_write(
+    ctx: &WorkerCtx,
+    slot: &mut Slot,
+    bytes: &[u8],
+    first: usize,
+) -> Result<Written, RequestError> {
     if slot.busy || slot.stream.is_none() {
         slot.stream = None;
         slot.stream = Some(ctx.connector.connect(&ctx.recorder).await?);
@@ -148,7 +166,45 @@ async fn connect_and_write(ctx: &WorkerCtx, slot: &mut Slot, bytes: &[u8]) -> Re
     }
     slot.busy = true;
     let stream = slot.stream.as_mut().expect("connected just above");
-    stream.write_all(bytes).await.map_err(RequestError::from_io)
+    Ok(write_listening(stream, &mut slot.reader, bytes, first).await)
+}
+
+/// Writes `bytes`; whenever the socket is full while the first request
+/// (`first` bytes) is still going out, reads what the server sent
+/// meanwhile, so a server that answers before the body is all sent (and
+/// stops reading) is heard rather than waited on until the timeout. Once
+/// the first request is out, a response is the pipelined answer to it, not
+/// an early one, so later bytes are just written. A request that fits the
+/// socket at once costs nothing more.
+async fn write_listening(
+    stream: &mut Stream,
+    reader: &mut ResponseReader,
+    bytes: &[u8],
+    first: usize,
+) -> Written {
+    let mut written = 0;
+    std::future::poll_fn(|cx| {
+        while written < bytes.len() {
+            match std::pin::Pin::new(&mut *stream).poll_write(cx, &bytes[written..]) {
+                Poll::Ready(Ok(0)) => {
+                    let err = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                    return Poll::Ready(Written::Cut(Some(RequestError::from_io(err))));
+                }
+                Poll::Ready(Ok(n)) => written += n,
+                Poll::Ready(Err(err)) => return Poll::Ready(Written::Cut(Some(RequestError::from_io(err)))),
+                Poll::Pending if written >= first => return Poll::Pending,
+                Poll::Pending => {
+                    return match reader.poll_early_answer(stream, cx) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready(Ok(())) => Poll::Ready(Written::Cut(None)),
+                        Poll::Ready(Err(err)) => Poll::Ready(Written::Cut(Some(err))),
+                    };
+                }
+            }
+        }
+        Poll::Ready(Written::All)
+    })
+    .await
 }
 
 /// One request on the slot's connection (connecting first if needed) and
@@ -170,14 +226,23 @@ pub(super) async fn round_trip(
                 .round_trip_http1(&ctx.connector, &ctx.recorder, bytes, https, capture, keepalive)
                 .await;
         }
-        connect_and_write(ctx, slot, bytes).await?;
+        let written = connect_and_write(ctx, slot, bytes, bytes.len()).await?;
         let stream = slot.stream.as_mut().expect("connected by connect_and_write");
-        let head = slot
+        let read = slot
             .reader
             .read_response_into(stream, &ctx.sink, is_head, capture)
-            .await?;
-        slot.busy = false;
-        Ok(head)
+            .await;
+        match written {
+            Written::All => {
+                slot.busy = false;
+                read
+            }
+            // The request was cut short: the connection goes with it.
+            Written::Cut(write_err) => match read {
+                Ok(head) => Ok(ResponseHead { close: true, ..head }),
+                Err(read_err) => Err(write_err.unwrap_or(read_err)),
+            },
+        }
     };
     let result = match tokio::time::timeout(timeout, work).await {
         Ok(result) => result,
@@ -228,15 +293,20 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
         return;
     }
     let count = ticket.count;
-    let send = connect_and_write(ctx, slot, ctx.shared.request.repeat_slice(count));
+    let request = &ctx.shared.request;
+    let send = connect_and_write(ctx, slot, request.repeat_slice(count), request.single);
     let sent = tokio::time::timeout_at(deadline, send)
         .await
         .unwrap_or_else(|_| Err(timed_out()));
-    if let Err(err) = sent {
-        slot.stream = None;
-        fail(ctx, &err, ticket, sent_at, count);
-        return;
-    }
+    let cut = match sent {
+        Ok(Written::All) => None,
+        Ok(Written::Cut(write_err)) => Some(write_err),
+        Err(err) => {
+            slot.stream = None;
+            fail(ctx, &err, ticket, sent_at, count);
+            return;
+        }
+    };
     for answered in 0..count {
         let stream = slot.stream.as_mut().expect("connected above");
         let read = slot
@@ -248,14 +318,16 @@ async fn exchange(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket) {
         {
             Ok(head) => head,
             Err(err) => {
-                // This request and every later one of the round are lost.
+                // This request and every later one of the round are lost;
+                // a request cut short failed as its write did.
                 slot.stream = None;
+                let err = cut.flatten().unwrap_or(err);
                 fail(ctx, &err, ticket, sent_at, count - answered);
                 return;
             }
         };
         record_response(ctx, ticket, sent_at, head);
-        if head.close || !ctx.shared.keepalive {
+        if head.close || !ctx.shared.keepalive || cut.is_some() {
             slot.stream = None;
             let unanswered = count - answered - 1;
             if unanswered > 0 {

@@ -382,6 +382,17 @@ async fn send_one(
     let result = round_trip(ctx, slot, &state.request, is_head, Some(&mut state.capture)).await;
     let now = Instant::now();
     match result {
+        Ok(_) if state.capture.overflowed => {
+            let err = RequestError::new(
+                ErrorKind::Assert,
+                ErrorDetail::Text(format!(
+                    "a response body assigned to a variable is over the {} MiB volley keeps",
+                    http1::response::MAX_KEPT_BODY >> 20
+                )),
+            );
+            fail_step(ctx, stat, &err, from);
+            false
+        }
         Ok(head) => {
             for cookie in state.capture.set_cookies.drain(..) {
                 let name = cookie.split('=').next().unwrap_or_default().to_string();
@@ -444,7 +455,7 @@ fn render(
     let path = strip_origin(url, &target.origin).ok_or_else(|| {
         format!(
             "'{}' is not on the plan's origin {}",
-            String::from_utf8_lossy(url),
+            crate::target::mask_password(&String::from_utf8_lossy(url)),
             target.origin
         )
     })?;
@@ -459,6 +470,7 @@ fn render(
     out.clear();
     let rules = request.overrides;
     http1::request::write_start(out, &request.method, path, &target.host_header, rules);
+    http1::request::write_url_auth(out, target, rules);
     for (name, value) in &request.headers {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");

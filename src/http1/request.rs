@@ -27,6 +27,8 @@ pub struct Overrides {
     /// `Content-Length` or `Transfer-Encoding`: the user frames the body.
     framing: bool,
     connection: bool,
+    /// The user's own `Authorization` wins over the URL's credentials.
+    authorization: bool,
 }
 
 impl Overrides {
@@ -39,8 +41,43 @@ impl Overrides {
             rules.user_agent |= is("user-agent");
             rules.framing |= is("content-length") || is("transfer-encoding");
             rules.connection |= is("connection");
+            rules.authorization |= is("authorization");
         }
         rules
+    }
+}
+
+/// Refuses a user's framing header that could contradict the body volley
+/// sends (the body's bytes past a too-small length would be read as the
+/// next request on the connection). `value` and `body` are `None` when they
+/// are templates, whose length is known only per request. A
+/// `Content-Length` equal to the body's length is fine (it replaces
+/// volley's own); `Transfer-Encoding` never is: volley sends every body with
+/// its length. The error says what to drop.
+pub fn check_framing(name: &str, value: Option<&str>, body: Option<&[u8]>) -> Result<(), String> {
+    if name.eq_ignore_ascii_case("transfer-encoding") {
+        return Err(format!(
+            "header '{name}': volley sends every body with its Content-Length; drop the header"
+        ));
+    }
+    if !name.eq_ignore_ascii_case("content-length") {
+        return Ok(());
+    }
+    match (value, body) {
+        // Digits only (RFC 9110 section 8.6): Rust's parse takes a sign.
+        (Some(value), Some(body))
+            if value.trim().bytes().all(|b| b.is_ascii_digit())
+                && value.trim().parse::<u64>().ok() == Some(body.len() as u64) =>
+        {
+            Ok(())
+        }
+        (Some(value), Some(body)) => Err(format!(
+            "header '{name}: {value}' contradicts the {}-byte body; drop the header (volley sends the body's length)",
+            body.len()
+        )),
+        _ => Err(format!(
+            "header '{name}' with a templated value or body, whose length changes per request; drop the header (volley sends each body's length)"
+        )),
     }
 }
 
@@ -64,6 +101,16 @@ pub fn write_start(out: &mut Vec<u8>, method: &str, target: &[u8], host: &str, r
     }
     if !rules.user_agent {
         write_header(out, "User-Agent", USER_AGENT.as_bytes());
+    }
+}
+
+/// Writes the Basic `Authorization` of the URL's credentials, unless the
+/// user's headers carry their own.
+pub fn write_url_auth(out: &mut Vec<u8>, target: &Target, rules: Overrides) {
+    if let Some(auth) = &target.basic_auth
+        && !rules.authorization
+    {
+        write_header(out, "Authorization", auth.header_value().as_bytes());
     }
 }
 
@@ -104,6 +151,7 @@ impl RequestBytes {
             &target.host_header,
             rules,
         );
+        write_url_auth(&mut bytes, target, rules);
         for (name, value) in headers {
             write_header(&mut bytes, name, value.as_bytes());
         }
@@ -155,6 +203,41 @@ mod tests {
         assert!(text.contains("Content-Length: 5\r\n"));
         assert!(text.contains("Connection: close\r\n"));
         assert!(text.ends_with("\r\n\r\nhello"));
+    }
+
+    #[test]
+    fn url_credentials_send_basic_auth_unless_the_user_sets_one() {
+        let target = Target::parse("http://u:p@example.test/").unwrap();
+        let req = RequestBytes::build("GET", &target, &[], b"", true);
+        let text = String::from_utf8(req.bytes).unwrap();
+        assert!(text.contains("Authorization: Basic dTpw\r\n"), "{text}");
+        let mine = vec![("authorization".to_string(), "Bearer t".to_string())];
+        let req = RequestBytes::build("GET", &target, &mine, b"", true);
+        let text = String::from_utf8(req.bytes).unwrap();
+        assert_eq!(
+            text.to_ascii_lowercase().matches("authorization:").count(),
+            1,
+            "{text}"
+        );
+        assert!(text.contains("authorization: Bearer t\r\n"), "{text}");
+    }
+
+    #[test]
+    fn framing_headers_must_match_the_body() {
+        assert_eq!(check_framing("X-Other", Some("1"), Some(b"abc")), Ok(()));
+        assert_eq!(check_framing("content-length", Some(" 3 "), Some(b"abc")), Ok(()));
+        assert_eq!(check_framing("Content-Length", Some("0"), Some(b"")), Ok(()));
+        for (value, body) in [
+            (Some("2"), Some(&b"abc"[..])),
+            (Some("+3"), Some(b"abc")),
+            (Some("3"), None),
+            (None, Some(b"abc")),
+        ] {
+            let err = check_framing("Content-Length", value, body).unwrap_err();
+            assert!(err.contains("drop the header"), "{err}");
+        }
+        let err = check_framing("Transfer-Encoding", Some("chunked"), Some(b"")).unwrap_err();
+        assert!(err.contains("drop the header"), "{err}");
     }
 
     #[test]

@@ -72,13 +72,22 @@ const MAX_HEADERS: usize = 256;
 /// never get a turn. A normal response takes one or two reads.
 const YIELD_READS: u32 = 32;
 
+/// The most of a response body a plan keeps when it assigns the response
+/// to a variable. A body is kept per connection, so without a cap one
+/// huge (or endless) response would take the machine's memory; past it the
+/// rest is read and dropped and the step fails ([`Capture::overflowed`]).
+pub const MAX_KEPT_BODY: usize = 8 * 1024 * 1024;
+
 /// What a scenario keeps of a response: Set-Cookie values always, and with
 /// `full` (the response is assigned to a variable) every header and the body.
 #[derive(Debug, Default)]
 pub struct Capture {
     pub full: bool,
     pub headers: Vec<(String, String)>,
+    /// At most [`MAX_KEPT_BODY`] bytes.
     pub body: Vec<u8>,
+    /// The body was longer than [`MAX_KEPT_BODY`]: what was kept is not it.
+    pub overflowed: bool,
     /// `name=value` of each Set-Cookie header.
     pub set_cookies: Vec<String>,
 }
@@ -89,7 +98,17 @@ impl Capture {
         self.full = full;
         self.headers.clear();
         self.body.clear();
+        self.overflowed = false;
         self.set_cookies.clear();
+    }
+
+    /// Keeps body bytes (HTTP/1.1 or HTTP/2) up to [`MAX_KEPT_BODY`].
+    pub fn keep_body(&mut self, bytes: &[u8]) {
+        if self.body.len() + bytes.len() > MAX_KEPT_BODY {
+            self.overflowed = true;
+        } else {
+            self.body.extend_from_slice(bytes);
+        }
     }
 
     fn take_head(&mut self, head: &[u8]) {
@@ -128,17 +147,18 @@ impl Capture {
     }
 }
 
-/// Where body bytes go: dropped into the sink, or kept.
+/// Where body bytes go: dropped into the sink, or kept (up to the cap;
+/// the rest goes to the sink).
 enum BodyDest<'a> {
     Sink(&'a BodySink),
-    Keep(&'a mut Vec<u8>),
+    Keep(&'a mut Capture, &'a BodySink),
 }
 
 impl BodyDest<'_> {
     /// Takes buffered body bytes.
     fn take(&mut self, bytes: &[u8]) {
-        if let BodyDest::Keep(out) = self {
-            out.extend_from_slice(bytes);
+        if let BodyDest::Keep(capture, _) = self {
+            capture.keep_body(bytes);
         }
     }
 
@@ -146,8 +166,18 @@ impl BodyDest<'_> {
     async fn read<S: AsyncRead + Unpin>(&mut self, stream: &mut S, max: u64) -> Result<usize, RequestError> {
         match self {
             BodyDest::Sink(sink) => sink.discard(stream, max).await,
-            BodyDest::Keep(out) => {
-                let want = usize::try_from(max).unwrap_or(usize::MAX).min(SINK_SIZE);
+            BodyDest::Keep(capture, sink) => {
+                let room = MAX_KEPT_BODY - capture.body.len().min(MAX_KEPT_BODY);
+                if capture.overflowed || room == 0 {
+                    let got = sink.discard(stream, max).await?;
+                    capture.overflowed |= got > 0;
+                    return Ok(got);
+                }
+                let out = &mut capture.body;
+                let want = usize::try_from(max)
+                    .unwrap_or(usize::MAX)
+                    .min(SINK_SIZE)
+                    .min(room);
                 let old = out.len();
                 out.resize(old + want, 0);
                 let got = stream.read(&mut out[old..]).await.map_err(RequestError::from_io);
@@ -224,6 +254,59 @@ impl ResponseReader {
 
     /// Reads more bytes into the buffer; `Ok(0)` means end of stream.
     async fn fill<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> Result<usize, RequestError> {
+        self.make_room()?;
+        let n = stream
+            .read(&mut self.buf[self.end..])
+            .await
+            .map_err(RequestError::from_io)?;
+        self.end += n;
+        self.pace().await;
+        Ok(n)
+    }
+
+    /// While a request is still being written (its body fills the socket):
+    /// reads what the server has sent so far into the buffer. `Ready` once
+    /// the writer should stop: a final response head is buffered (the
+    /// server answered early, say `413`), the server closed, or reading
+    /// failed; `Pending` while there is nothing, or only interim (1xx)
+    /// responses. The response is then read as usual from the buffer.
+    pub fn poll_early_answer<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), RequestError>> {
+        for _ in 0..YIELD_READS {
+            if self.holds_final_head()? {
+                return Poll::Ready(Ok(()));
+            }
+            self.make_room()?;
+            let mut read = ReadBuf::new(&mut self.buf[self.end..]);
+            ready!(Pin::new(&mut *stream).poll_read(cx, &mut read)).map_err(RequestError::from_io)?;
+            match read.filled().len() {
+                0 => return Poll::Ready(Ok(())),
+                n => self.end += n,
+            }
+        }
+        // A server streaming interim responses gets no more than its share.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Whether the buffer holds a final response head (after any interim).
+    fn holds_final_head(&self) -> Result<bool, RequestError> {
+        let mut at = self.start;
+        while let Some((len, status, ..)) = parse_head(&self.buf[at..self.end], false)? {
+            if !(100..200).contains(&status) || status == 101 {
+                return Ok(true);
+            }
+            at += len;
+        }
+        Ok(false)
+    }
+
+    /// Makes room at the end of the buffer: moves what is unread to the
+    /// front, or grows the buffer up to [`MAX_HEAD`].
+    fn make_room(&mut self) -> Result<(), RequestError> {
         if self.start == self.end {
             self.clear();
         } else if self.end == self.buf.len() {
@@ -237,13 +320,7 @@ impl ResponseReader {
                 return Err(RequestError::protocol("response head larger than 256 KiB"));
             }
         }
-        let n = stream
-            .read(&mut self.buf[self.end..])
-            .await
-            .map_err(RequestError::from_io)?;
-        self.end += n;
-        self.pace().await;
-        Ok(n)
+        Ok(())
     }
 
     /// Reads one complete response (skipping any 1xx interim responses).
@@ -277,7 +354,7 @@ impl ResponseReader {
                 continue;
             }
             let mut dest = match capture.as_deref_mut() {
-                Some(c) if c.full => BodyDest::Keep(&mut c.body),
+                Some(c) if c.full => BodyDest::Keep(c, sink),
                 _ => BodyDest::Sink(sink),
             };
             let (body, closed) = match framing {
@@ -290,7 +367,9 @@ impl ResponseReader {
             return Ok(ResponseHead {
                 status,
                 bytes,
-                close: close || closed,
+                // After a `101` the connection speaks another protocol
+                // (volley never asks for one): it cannot carry a next request.
+                close: close || closed || status == 101,
             });
         }
     }

@@ -775,7 +775,7 @@ impl Inner {
             state.recv_unacked = 0;
         }
         if let Some(capture) = state.capture.as_mut().filter(|c| c.full) {
-            capture.body.extend_from_slice(data);
+            capture.keep_body(data);
         }
         if head.flags & frame::END_STREAM != 0 {
             self.complete(lane, Ok(()), me);
@@ -828,6 +828,13 @@ impl Inner {
         let Some(lane) = lane else { return Ok(()) };
         let state = &mut self.lanes[lane];
         match status {
+            // RFC 9113 section 8.6: HTTP/2 has no 101 (Switching Protocols).
+            Some(101) => {
+                let err =
+                    RequestError::protocol("HTTP/2 response with status 101, which HTTP/2 does not allow");
+                self.complete(lane, Err(Failure::Error(err)), me);
+                return Ok(());
+            }
             // Informational (100 Continue, 103 Early Hints): the final
             // response follows.
             Some(100..=199) if !end_stream => return Ok(()),

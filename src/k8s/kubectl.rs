@@ -18,10 +18,32 @@ const POLL: Duration = Duration::from_secs(1);
 
 /// One kubectl invocation's stdout, or a one-line error with its stderr.
 fn kubectl(program: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(program)
+    kubectl_fed(program, args, None)
+}
+
+/// [`kubectl`] with `input` written to its stdin: how a Secret is applied,
+/// so that it never touches the disk or a command line.
+fn kubectl_fed(program: &str, args: &[&str], input: Option<&[u8]>) -> Result<String, String> {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = Command::new(program)
         .args(args)
-        .output()
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run '{program}': {e} (install kubectl or give --kubectl PATH)"))?;
+    if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
+        // A kubectl that exits early reports why below.
+        let _ = stdin.write_all(input);
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("cannot run '{program}': {e}"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(format!(
@@ -95,6 +117,10 @@ pub fn run(spec: &JobSpec, program: &str, timeout: Duration, keep: bool) -> Resu
     let manifest = dir.join("manifests.yaml");
     std::fs::write(&manifest, super::to_yaml(spec))
         .map_err(|e| format!("cannot write the manifests: {e}"))?;
+    if let Some(credentials) = &spec.credentials {
+        let secret = credentials.secret.to_string();
+        kubectl_fed(program, &["apply", "-f", "-"], Some(secret.as_bytes()))?;
+    }
     kubectl(program, &["apply", "-f", manifest.to_str().unwrap_or_default()])?;
     eprintln!(
         "applied job/{} ({} shards, starting at {})",
@@ -112,6 +138,12 @@ pub fn run(spec: &JobSpec, program: &str, timeout: Duration, keep: bool) -> Resu
                     &format!("{}-plan", spec.name),
                     "--ignore-not-found",
                 ],
+            );
+        }
+        if let Some(credentials) = &spec.credentials {
+            let _ = kubectl(
+                program,
+                &["delete", "secret", &credentials.name, "--ignore-not-found"],
             );
         }
     }

@@ -28,6 +28,11 @@ pub struct JobSpec {
     pub shards: u32,
     /// The manifests, in apply order.
     pub objects: Vec<Value>,
+    /// The Secret holding the command's words that carry a password (URLs
+    /// with credentials), which the pods read from their environment. Kept
+    /// out of `objects` so that no printed manifest shows a password:
+    /// `volley k8s run` applies it through kubectl's stdin.
+    pub credentials: Option<Credentials>,
     /// When the shards start (RFC 3339).
     pub start_at: String,
 }
@@ -47,6 +52,72 @@ const OWNED_FLAGS: [(&str, &str); 8] = [
     ),
     ("--spawn", "a pod cannot start the target"),
 ];
+
+/// The Secret of a run's passwords, and how to make it by hand.
+#[derive(Debug)]
+pub struct Credentials {
+    /// The Secret's name.
+    pub name: String,
+    /// The Secret object itself (it holds the passwords: never printed).
+    pub secret: Value,
+    /// Each key with its word masked, for the hint `manifest` prints.
+    pub masked: Vec<(String, String)>,
+}
+
+impl Credentials {
+    /// The kubectl command that creates the Secret, the passwords masked.
+    pub fn hint(&self) -> String {
+        let literals: Vec<String> = self
+            .masked
+            .iter()
+            .map(|(key, word)| format!("--from-literal={key}='{word}'"))
+            .collect();
+        format!(
+            "the password in the URL is not printed: create Secret {} before applying, with the real password for ***: kubectl create secret generic {} {}",
+            self.name,
+            self.name,
+            literals.join(" ")
+        )
+    }
+}
+
+/// Moves every word of `command` that carries a password into a Secret:
+/// the word becomes `$(VOLLEY_SECRET_N)`, which Kubernetes expands from the
+/// container's environment, filled from the Secret.
+fn move_passwords(run: &str, command: &mut [String]) -> (Option<Credentials>, Vec<Value>) {
+    let name = format!("{run}-credentials");
+    let mut data = serde_json::Map::new();
+    let mut masked = Vec::new();
+    let mut env = Vec::new();
+    for word in command.iter_mut() {
+        let shown = crate::target::mask_password(word).into_owned();
+        if shown == *word {
+            continue;
+        }
+        let key = format!("arg-{}", data.len());
+        let var = format!("VOLLEY_SECRET_{}", data.len());
+        env.push(json!({
+            "name": var,
+            "valueFrom": { "secretKeyRef": { "name": name, "key": key } },
+        }));
+        data.insert(
+            key.clone(),
+            Value::String(std::mem::replace(word, format!("$({var})"))),
+        );
+        masked.push((key, shown));
+    }
+    if data.is_empty() {
+        return (None, env);
+    }
+    let secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": { "name": name, "labels": { RUN_LABEL: run } },
+        "type": "Opaque",
+        "stringData": data,
+    });
+    (Some(Credentials { name, secret, masked }), env)
+}
 
 fn dns_label(name: &str) -> bool {
     !name.is_empty()
@@ -92,6 +163,7 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
         Command::Plan(args) => Some(args.file),
         _ => return Err("the pods' command must be `run URL...` or `plan FILE.yml ...`".to_string()),
     };
+    let (credentials, secret_env) = move_passwords(&opts.name, &mut command);
     let start_at = humantime::format_rfc3339_seconds(now + lead).to_string();
     let mut objects = Vec::new();
     let mut mounts = Vec::new();
@@ -168,12 +240,12 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
                         "image": opts.image,
                         "command": ["volley"],
                         "args": args,
-                        "env": [{
+                        "env": std::iter::once(json!({
                             "name": "JOB_COMPLETION_INDEX",
                             "valueFrom": { "fieldRef": {
                                 "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
                             } },
-                        }],
+                        })).chain(secret_env).collect::<Vec<_>>(),
                         "resources": { "requests": requests },
                         "volumeMounts": mounts,
                     }],
@@ -186,6 +258,7 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
         name: opts.name.clone(),
         shards: opts.shards,
         objects,
+        credentials,
         start_at,
     })
 }
@@ -245,6 +318,33 @@ mod tests {
                 "--json"
             ]
         );
+    }
+
+    #[test]
+    fn passwords_go_to_a_secret_the_manifests_do_not_print() {
+        let spec = build(
+            &opts(&["run", "http://u:pw@svc:8080/", "-n", "30"]),
+            SystemTime::UNIX_EPOCH,
+        )
+        .unwrap();
+        let printed = to_yaml(&spec);
+        assert!(!printed.contains("pw@"), "{printed}");
+        let container = &spec.objects[0]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["args"][1], "$(VOLLEY_SECRET_0)");
+        assert_eq!(container["env"][1]["name"], "VOLLEY_SECRET_0");
+        assert_eq!(
+            container["env"][1]["valueFrom"]["secretKeyRef"],
+            json!({ "name": "load-credentials", "key": "arg-0" })
+        );
+        let credentials = spec.credentials.unwrap();
+        assert_eq!(credentials.secret["stringData"]["arg-0"], "http://u:pw@svc:8080/");
+        let hint = credentials.hint();
+        assert!(
+            hint.contains("--from-literal=arg-0='http://u:***@svc:8080/'") && !hint.contains("pw@"),
+            "{hint}"
+        );
+        let plain = build(&opts(&["run", "http://svc/"]), SystemTime::UNIX_EPOCH).unwrap();
+        assert!(plain.credentials.is_none());
     }
 
     #[test]

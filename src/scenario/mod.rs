@@ -12,7 +12,7 @@ pub mod list;
 pub mod template;
 pub mod yaml;
 
-use crate::http1::request::Overrides;
+use crate::http1::request::{Overrides, check_framing};
 use file::{ActionDef, BodyDef, FileError, ItemDef, ItemsDef, PlanFile, Settings};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -274,9 +274,14 @@ fn slot_for(scenario: &mut Scenario, name: &str) -> usize {
 /// sends nothing for it; a warning says so).
 fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<Option<StepKind>, FileError> {
     let tpl = |text: &str, items: bool, scenario: &Scenario| {
+        let base = scenario
+            .settings
+            .base
+            .as_deref()
+            .map(crate::target::without_credentials);
         let known = Known {
             vars: &scenario.var_names,
-            base: scenario.settings.base.as_deref(),
+            base: base.as_deref(),
             items,
         };
         Template::compile(text, &known).map_err(|e| at(item, format!("in '{}': {e}", item.name)))
@@ -319,6 +324,15 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<Option<StepKi
                     )
                 })?),
             };
+            let static_body = match &body {
+                Body::None => Some(&b""[..]),
+                Body::Template(t) => t.as_static().map(str::as_bytes),
+                Body::Bytes(bytes) => Some(&bytes[..]),
+            };
+            for (name, value) in &headers {
+                check_framing(name, value.as_static(), static_body)
+                    .map_err(|e| at(item, format!("in '{}': {e}", item.name)))?;
+            }
             // The assignment takes effect after this request, so the
             // request's own templates cannot see it.
             let assign = assign.as_ref().map(|name| slot_for(scenario, name));
@@ -345,9 +359,14 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<Option<StepKi
             }
         }
         ActionDef::Assert { key, value } => {
+            let base = scenario
+                .settings
+                .base
+                .as_deref()
+                .map(crate::target::without_credentials);
             let known = Known {
                 vars: &scenario.var_names,
-                base: scenario.settings.base.as_deref(),
+                base: base.as_deref(),
                 items: false,
             };
             let key = match template::resolve(key, &known) {

@@ -21,7 +21,7 @@ const MAX_RSS: f64 = 150.0 * 1024.0 * 1024.0;
 
 /// Serves every connection on its own thread with `behave`. The threads
 /// end when volley closes the connection (their writes fail).
-fn serve(behave: fn(TcpStream)) -> SocketAddr {
+pub(super) fn serve(behave: fn(TcpStream)) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -58,7 +58,7 @@ fn blast(conn: &mut TcpStream, unit: &[u8]) {
 }
 
 /// An HTTP/2 frame.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+pub(super) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = payload.len();
     let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
     out.extend_from_slice(&stream.to_be_bytes());
@@ -69,7 +69,7 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 /// The server side of an h2c start: reads the client preface and frames
 /// until the first HEADERS (whose stream id it returns), and sends an empty
 /// SETTINGS frame.
-fn h2_accept(conn: &mut TcpStream) -> Option<u32> {
+pub(super) fn h2_accept(conn: &mut TcpStream) -> Option<u32> {
     let mut preface = [0u8; 24];
     conn.read_exact(&mut preface).ok()?;
     conn.write_all(&frame(0x4, 0, 0, &[])).ok()?;
@@ -86,7 +86,7 @@ fn h2_accept(conn: &mut TcpStream) -> Option<u32> {
 }
 
 /// A HEADERS block with `:status` as a literal (the static table has no 100).
-fn status_block(status: &[u8; 3]) -> Vec<u8> {
+pub(super) fn status_block(status: &[u8; 3]) -> Vec<u8> {
     let mut block = vec![0x08, 0x03];
     block.extend_from_slice(status);
     block
@@ -94,7 +94,7 @@ fn status_block(status: &[u8; 3]) -> Vec<u8> {
 
 /// Runs volley at `addr` for [`RUN`] and checks the bounds every hostile
 /// run must keep; returns the summary.
-fn run_hostile(addr: SocketAddr, extra: &[&str]) -> Value {
+pub(super) fn run_hostile(addr: SocketAddr, extra: &[&str]) -> Value {
     let url = format!("http://{addr}/");
     let mut args = vec!["run", "-d", RUN, "--timeout", TIMEOUT, "-c", "1", "-q"];
     args.extend_from_slice(extra);
@@ -112,7 +112,7 @@ fn run_hostile(addr: SocketAddr, extra: &[&str]) -> Value {
     s
 }
 
-fn count(s: &Value, kind: &str) -> f64 {
+pub(super) fn count(s: &Value, kind: &str) -> f64 {
     s["errors_by_kind"][kind].as_f64().unwrap_or(0.0)
 }
 
@@ -232,8 +232,241 @@ fn statuses_above_599_are_counted_as_sent() {
 }
 
 #[test]
+fn an_empty_chunk_size_line_is_a_protocol_error() {
+    let addr = serve(|mut conn| {
+        answer_each(
+            &mut conn,
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n0\r\n\r\n",
+        )
+    });
+    let (_, report) = volley_json(&["run", "-n", "5", "-c", "1", "-q", &format!("http://{addr}/")]);
+    assert_eq!(summary(&report)["errors_by_kind"]["protocol"], 5);
+}
+
+#[test]
 fn a_signed_content_length_is_a_protocol_error() {
     let addr = serve(|mut conn| answer_each(&mut conn, b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok"));
     let (_, report) = volley_json(&["run", "-n", "5", "-c", "1", "-q", &format!("http://{addr}/")]);
     assert_eq!(summary(&report)["errors_by_kind"]["protocol"], 5);
+}
+
+/// A body far larger than loopback's socket buffers (binary, so the
+/// report does not quote it), so the server's answer comes while volley is
+/// still writing it.
+fn large_body_file(dir: &std::path::Path) -> String {
+    let path = dir.join("body.bin");
+    std::fs::write(&path, vec![0xff; 24 << 20]).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Answers `413` after the request head, reading none of the body, then
+/// closes (`close`) or just stops reading.
+fn refuse_the_body(conn: &mut TcpStream, close: bool) {
+    if read_request_head(conn) {
+        let _ = conn.write_all(
+            b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large",
+        );
+        if !close {
+            std::thread::sleep(Duration::from_secs(30));
+        }
+    }
+}
+
+/// Over h2c: answers `413` to each request's HEADERS at once, ending the
+/// stream, and with `reset` resets it with NO_ERROR (RFC 9113 section 8.1:
+/// "stop sending the body"). Like a real server it reads and discards DATA
+/// and opens the connection's window again, never the stream's.
+fn refuse_the_body_h2(mut conn: TcpStream, reset: bool) {
+    let Some(first) = h2_accept(&mut conn) else { return };
+    let refuse = |conn: &mut TcpStream, id: u32| {
+        let mut out = frame(0x1, 0x5, id, &status_block(b"413"));
+        if reset {
+            out.extend(frame(0x3, 0, id, &[0, 0, 0, 0]));
+        }
+        conn.write_all(&out).is_ok()
+    };
+    if !refuse(&mut conn, first) {
+        return;
+    }
+    loop {
+        let mut head = [0u8; 9];
+        if conn.read_exact(&mut head).is_err() {
+            return;
+        }
+        let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
+        let mut payload = vec![0u8; len];
+        if conn.read_exact(&mut payload).is_err() {
+            return;
+        }
+        let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let sent = match head[3] {
+            0x1 => refuse(&mut conn, id),
+            0x0 if len > 0 => conn
+                .write_all(&frame(0x8, 0, 0, &(len as u32).to_be_bytes()))
+                .is_ok(),
+            _ => true,
+        };
+        if !sent {
+            return;
+        }
+    }
+}
+
+/// POSTs the large body `-n 3` times with a long `--timeout`: every request
+/// must count the server's `413`, well before the timeout.
+fn assert_early_413(addr: SocketAddr, body: &str, what: &str, extra: &[&str]) {
+    let url = format!("http://{addr}/upload");
+    let mut args = vec![
+        "run",
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "-q",
+        "-m",
+        "POST",
+        "--body-file",
+        body,
+        "--timeout",
+        "20s",
+    ];
+    args.extend_from_slice(extra);
+    args.push(&url);
+    let began = Instant::now();
+    let (out, report) = volley_json(&args);
+    let s = summary(&report);
+    assert_eq!(s["status"]["413"], 3, "{what}: {s} {}", stderr(&out));
+    // The body is held a few times over (file, plan, request bytes).
+    let rss = num(&s["tool_cpu"]["peak_rss_bytes"]);
+    assert!(rss > 0.0 && rss < MAX_RSS, "{what}: peak RSS {rss} bytes");
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{what}: {:?}",
+        began.elapsed()
+    );
+}
+
+#[test]
+fn an_early_413_is_counted_as_sent() {
+    let _serial = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let body = large_body_file(dir.path());
+    let closes = serve(|mut conn| refuse_the_body(&mut conn, true));
+    assert_early_413(closes, &body, "a server that answers and closes", &[]);
+    let stops = serve(|mut conn| refuse_the_body(&mut conn, false));
+    assert_early_413(stops, &body, "a server that answers and stops reading", &[]);
+    let h2 = serve(|conn| refuse_the_body_h2(conn, false));
+    assert_early_413(h2, &body, "an HTTP/2 server that answers at once", &["--http2"]);
+    let h2 = serve(|conn| refuse_the_body_h2(conn, true));
+    assert_early_413(
+        h2,
+        &body,
+        "an HTTP/2 server that answers and resets",
+        &["--http2"],
+    );
+}
+
+/// Connections the unasked-`101` server accepted.
+static UPGRADED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[test]
+fn an_unasked_101_closes_the_connection() {
+    let addr = serve(|mut conn| {
+        UPGRADED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Whatever volley sends after the switch would be read as the new
+        // protocol's bytes; a reused connection gets a second 101.
+        answer_each(
+            &mut conn,
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x-odd\r\nConnection: Upgrade\r\n\r\n",
+        );
+    });
+    let (out, report) = volley_json(&["run", "-n", "5", "-c", "1", "-q", &format!("http://{addr}/")]);
+    let s = summary(&report);
+    assert_eq!(s["status"]["101"], 5, "{s} {}", stderr(&out));
+    assert_eq!(
+        UPGRADED.load(std::sync::atomic::Ordering::SeqCst),
+        5,
+        "one connection per 101"
+    );
+}
+
+#[test]
+fn a_101_over_http2_is_a_protocol_error() {
+    let addr = serve(|mut conn| {
+        if let Some(id) = h2_accept(&mut conn) {
+            let _ = conn.write_all(&frame(0x1, 0x4, id, &status_block(b"101")));
+            std::thread::sleep(Duration::from_secs(5));
+        }
+    });
+    let s = run_hostile(addr, &["--http2"]);
+    assert!(count(&s, "protocol") >= 1.0, "{s}");
+    let example = s["error_examples"]["protocol"].as_str().unwrap_or_default();
+    assert!(example.contains("101"), "{example}");
+}
+
+/// A body eight times what a plan keeps of an assigned response.
+const HUGE_BODY: usize = 64 << 20;
+
+/// Runs `plan` (its first step assigns the response of `/` to `big`)
+/// against `addr`; returns that step's summary after checking the bounds.
+pub(super) fn run_assigning_plan(addr: SocketAddr, iterations: u32, extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("huge.yml");
+    std::fs::write(
+        &plan,
+        format!("iterations: {iterations}\nplan:\n  - name: Huge\n    request:\n      url: /\n    assign: big\n  - name: After\n    assert: {{key: big.status, value: '200'}}\n"),
+    )
+    .unwrap();
+    let base = format!("http://{addr}");
+    let mut args = vec![
+        "plan",
+        plan.to_str().unwrap(),
+        "--base",
+        &base,
+        "--timeout",
+        "20s",
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    let began = Instant::now();
+    let (out, report) = volley_json(&args);
+    assert!(began.elapsed() < Duration::from_secs(20), "{:?}", began.elapsed());
+    let rss = num(&summary(&report)["tool_cpu"]["peak_rss_bytes"]);
+    assert!(
+        rss > 0.0 && rss < MAX_RSS,
+        "peak RSS {rss} bytes: {}",
+        stderr(&out)
+    );
+    let steps = report["runs"][0]["steps"].as_array().unwrap();
+    steps.iter().find(|s| s["name"] == "Huge").unwrap()["summary"].clone()
+}
+
+fn assert_body_refused(step: &Value, requests: u64) {
+    assert_eq!(step["requests"], requests, "{step}");
+    assert_eq!(step["errors_by_kind"]["assert"], requests, "{step}");
+    let example = step["error_examples"]["assert"].as_str().unwrap_or_default();
+    assert!(example.contains("over the 8 MiB volley keeps"), "{example}");
+}
+
+#[test]
+fn an_assigned_body_past_the_cap_fails_its_step_in_bounded_memory() {
+    let _serial = exclusive();
+    let addr = serve(|mut conn| {
+        let mut response = format!("HTTP/1.1 200 OK\r\nContent-Length: {HUGE_BODY}\r\n\r\n").into_bytes();
+        response.resize(response.len() + HUGE_BODY, b'x');
+        answer_each(&mut conn, &response);
+    });
+    assert_body_refused(&run_assigning_plan(addr, 2, &[]), 2);
+    let addr = serve(|mut conn| {
+        if let Some(id) = h2_accept(&mut conn) {
+            let mut out = frame(0x1, 0x4, id, &[0x88]);
+            for _ in 0..HUGE_BODY / 16_384 {
+                out.extend(frame(0x0, 0, id, &[b'x'; 16_384]));
+            }
+            out.extend(frame(0x0, 0x1, id, &[]));
+            let _ = conn.write_all(&out);
+            std::thread::sleep(Duration::from_secs(5));
+        }
+    });
+    assert_body_refused(&run_assigning_plan(addr, 1, &["--http2"]), 1);
 }

@@ -45,13 +45,21 @@ fn manifests_pass_the_kubernetes_schemas() {
         "--memory",
         "256Mi",
         "run",
-        "http://svc:8080/hi",
+        // Credentials in the URL: the manifests refer to a Secret instead.
+        "http://user:pw-x@svc:8080/hi",
         "-n",
         "30000",
         "-c",
         "30",
     ]);
     assert!(run_job.status.success(), "{}", stderr(&run_job));
+    assert!(!stdout(&run_job).contains("pw-x") && !stderr(&run_job).contains("pw-x"));
+    assert!(stdout(&run_job).contains("secretKeyRef"), "{}", stdout(&run_job));
+    assert!(
+        stderr(&run_job).contains("kubectl create secret generic volley-credentials --from-literal=arg-0='http://user:***@svc:8080/hi'"),
+        "{}",
+        stderr(&run_job)
+    );
     let plan_job = volley(&[
         "k8s",
         "manifest",
@@ -103,7 +111,7 @@ fn manifests_pass_the_kubernetes_schemas() {
 }
 
 /// Runs volley with the stand-in kubectl first on PATH, bounded in time.
-fn volley_with_fake_kubectl(state: &Path, args: &[&str], fail_index: Option<u32>) -> Output {
+pub(super) fn volley_with_fake_kubectl(state: &Path, args: &[&str], fail_index: Option<u32>) -> Output {
     let bin = state.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/k8s/fake_kubectl.py");

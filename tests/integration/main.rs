@@ -2,8 +2,10 @@
 //! module drives the real code against the embedded target on 127.0.0.1:0.
 
 mod compare;
+mod credentials;
 mod fuzz_inputs;
 mod hostile;
+mod hostile_h2;
 mod html;
 mod http2;
 mod k8s;

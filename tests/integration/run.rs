@@ -380,6 +380,33 @@ fn pipelining_keeps_the_count_exact() {
 }
 
 #[test]
+fn pipelined_large_bodies_are_not_mistaken_for_early_answers() {
+    // The server answers the first request of a round while volley still
+    // writes the later ones: that is pipelining, not an early answer.
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body.bin");
+    std::fs::write(&body, vec![0xfe; 4 << 20]).unwrap();
+    let (out, report) = volley_json(&[
+        "run",
+        "-n",
+        "16",
+        "-c",
+        "1",
+        "--pipeline",
+        "4",
+        "-m",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(summary(&report)["ok"], 16, "{}", summary(&report));
+    assert_eq!(server.stats().connections_accepted, 1);
+}
+
+#[test]
 fn pipelining_needs_keepalive() {
     usage_error(
         &["run", "--pipeline", "4", "--no-keepalive", "http://127.0.0.1:1/"],
@@ -453,4 +480,60 @@ fn open_files_limit_is_raised_or_reported_before_starting() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("open files") && err.contains("1024"), "{err}");
     assert_eq!(server.stats().connections_accepted, 300, "nothing started");
+}
+
+#[test]
+fn a_framing_header_that_contradicts_the_body_is_a_usage_error() {
+    for (header, body) in [
+        ("Content-Length: 2", "hello"),
+        ("content-length: 50", "hello"),
+        ("Transfer-Encoding: chunked", "5\r\nhello\r\n0\r\n\r\n"),
+    ] {
+        let out = volley(&[
+            "run",
+            "-n",
+            "1",
+            "-m",
+            "POST",
+            "-H",
+            header,
+            "-b",
+            body,
+            "http://127.0.0.1:9/",
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{header}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("drop the header"), "{err}");
+    }
+    // A length that matches is the user's to send.
+    let server = target();
+    let out = volley(&[
+        "run",
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "-q",
+        "-m",
+        "POST",
+        "-H",
+        "Content-Length: 5",
+        "-b",
+        "hello",
+        &url(&server, "/echo"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // A plan's framing header is checked when the plan is loaded.
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("framing.yml");
+    std::fs::write(
+        &plan,
+        "plan:\n  - name: Post\n    request:\n      url: /echo\n      method: POST\n      body: '{{ iteration }}'\n      headers:\n        Content-Length: '1'\n",
+    )
+    .unwrap();
+    let out = volley(&["plan", plan.to_str().unwrap(), "--base", &url(&server, "")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("drop the header"), "{}", stderr(&out));
 }

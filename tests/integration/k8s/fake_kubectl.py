@@ -24,15 +24,32 @@ def documents(text):
     return [json.loads(d) for d in re.split(r"^---$", text, flags=re.M) if d.strip()]
 
 
+def secret_values():
+    path = os.path.join(STATE, "secrets.json")
+    return json.load(open(path)) if os.path.exists(path) else {}
+
+
 def apply(path):
-    objects = documents(open(path).read())
+    objects = documents(sys.stdin.read() if path == "-" else open(path).read())
     for obj in objects:
+        if obj["kind"] == "Secret":
+            secrets = secret_values()
+            secrets[obj["metadata"]["name"]] = obj["stringData"]
+            json.dump(secrets, open(os.path.join(STATE, "secrets.json"), "w"))
+            print("secret/applied")
         if obj["kind"] != "Job":
             continue
         spec = obj["spec"]
         assert spec["completionMode"] == "Indexed" and spec["backoffLimit"] == 0
         name = obj["metadata"]["name"]
         container = spec["template"]["spec"]["containers"][0]
+        # Environment from Secrets, expanded in args as `$(NAME)` the way
+        # the kubelet does; a missing Secret fails as a pod would.
+        env_values = {}
+        for var in container.get("env", []):
+            ref = var.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                env_values[var["name"]] = secret_values()[ref["name"]][ref["key"]]
         plan_dir = None
         for o in objects:
             if o["kind"] == "ConfigMap":
@@ -44,6 +61,8 @@ def apply(path):
             argv = [os.environ["FAKE_KUBECTL_VOLLEY"] if w == "volley" else w for w in container["command"]]
             for a in container["args"]:
                 a = a.replace("$(JOB_COMPLETION_INDEX)", str(index))
+                for var, value in env_values.items():
+                    a = a.replace(f"$({var})", value)
                 if plan_dir and a.startswith("/plan/"):
                     a = os.path.join(plan_dir, a[len("/plan/"):])
                 argv.append(a)
