@@ -329,6 +329,8 @@ fn merge_series(parts: &[&[SeriesRow]]) -> Result<Vec<SeriesRow>, String> {
             target: None,
             tool: None,
             histogram: Some(IntervalHistogram::new(&hist)),
+            // Rows keep service percentiles, not a histogram: they do not add up.
+            service: None,
         });
     }
     Ok(merged)

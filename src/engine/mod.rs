@@ -285,6 +285,7 @@ pub fn run(
     drop(tx);
 
     let mut collector = Collector::new(threads, plan.interval, shared.model.profile(plan.connections));
+    collector.open_model = shared.open_model;
     collector.monitor = Some(crate::monitor::Monitor::new(plan.monitor_pid).map_err(EngineError::Setup)?);
     let mut warmup: Option<PhaseSummary> = None;
     let mut warmups_left = if plan.warmup.is_some() { threads } else { 0 };

@@ -1,6 +1,7 @@
 """Opens a volley HTML report from disk in chromium and checks it as a reader
 would: no console errors, every chart drew all its data, hovering an interval
-shows the JSON report's value for it, a drag zooms the time axis (and a
+shows the JSON report's value for it (under -R the service time's too,
+drawn dashed beside the latency), a drag zooms the time axis (and a
 double-click resets it), a legend click hides a series.
 
 usage: check_report.py REPORT.html REPORT.json SCREENSHOT.png [compare]
@@ -11,6 +12,8 @@ import sys
 import time
 
 from common import browser_page, check, no_json_in, number, run, x_pixel
+
+QUANTILES = ("p50", "p90", "p99", "max")
 
 
 def check_run_charts(page, report):
@@ -44,11 +47,35 @@ def check_hover(page, run, index):
     check(len(at) == 1 and abs(at[0] - target) <= 1,
           f"hovering t={rows[target]['t_s']} names t={shown_t}, not that interval")
     row = rows[at[0]]
-    for key in ("p50", "p90", "p99", "max"):
-        shown = number(tip.locator(f'.tip-row[data-series="{key}"] .tip-value').inner_text())
-        check(abs(shown - row[key]) < 0.0005 + 1e-9,
-              f"hover at t={row['t_s']} shows {key} {shown}, the JSON report has {row[key]}")
+    shown_values = [(key, row[key]) for key in QUANTILES]
+    # Under -R the service time of the same interval is shown beside it.
+    if row.get("service"):
+        shown_values += [(f"service {key}", row["service"][key]) for key in QUANTILES]
+    for series, expected in shown_values:
+        shown = number(tip.locator(f'.tip-row[data-series="{series}"] .tip-value').inner_text())
+        check(abs(shown - expected) < 0.0005 + 1e-9,
+              f"hover at t={row['t_s']} shows {series} {shown}, the JSON report has {expected}")
     page.mouse.move(0, 0)
+
+
+def service_lines(page, run, index):
+    """Under -R the latency chart draws each interval's service time too, as
+    dashed lines beside the latency's; returns how many it drew (each over
+    every interval). Every row of such a report must carry it."""
+    rows = run["series"]
+    if not any("service" in r for r in rows):
+        return 0
+    check(all("service" in r for r in rows), "some intervals of an open-model run have no service time")
+    fig = page.locator(f'figure[data-chart="latency-{index}"]')
+    drawn = 0
+    for key in QUANTILES:
+        line = fig.locator(f'polyline[data-series="service {key}"]')
+        check(line.count() == 1, f"the latency chart has no service {key} line")
+        check("dashed" in line.get_attribute("class"), f"the service {key} line is not dashed")
+        points = len(line.get_attribute("points").split())
+        check(points == len(rows), f"the service {key} line drew {points} of {len(rows)} intervals")
+        drawn += 1
+    return drawn
 
 
 def check_zoom_and_legend(page, index):
@@ -112,8 +139,10 @@ def main():
         page.wait_for_selector("body[data-charts-ok]", timeout=15000)
         loaded_s = time.monotonic() - started
         check(page.get_attribute("body", "data-charts-ok") == "true", "a chart drew nothing")
+        lines = 0
         if not comparison:
             check_run_charts(page, report)
+            lines = service_lines(page, report["runs"][0], 0)
             check_hover(page, report["runs"][0], 0)
             check_zoom_and_legend(page, 0)
             if report.get("step"):
@@ -131,7 +160,7 @@ def main():
         page.screenshot(path=screenshot, full_page=True)
         check(not page.errors, f"console errors: {page.errors}")
         draw_ms = float(page.get_attribute("body", "data-draw-ms"))
-        print(json.dumps({"draw_ms": draw_ms, "load_s": round(loaded_s, 3)}))
+        print(json.dumps({"draw_ms": draw_ms, "load_s": round(loaded_s, 3), "service_lines": lines}))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,14 @@ fn browser_check(python: &Path, script: &str, args: &[&str]) -> Value {
     serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("the check prints its figures")
 }
 
+/// Checks the report page `DIR/NAME.html` against `DIR/NAME.json` (the
+/// screenshot goes to `report-NAME.png`); returns what the check printed.
+fn check_report_page(python: &Path, dir: &Path, name: &str) -> Value {
+    let file = |ext: &str| dir.join(format!("{name}.{ext}")).display().to_string();
+    let shot = screenshot(&format!("report-{name}.png"));
+    browser_check(python, "check_report.py", &[&file("html"), &file("json"), &shot])
+}
+
 fn screenshot(name: &str) -> String {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(name)
@@ -116,18 +124,50 @@ fn the_html_report_reads_right_in_a_browser() {
     );
 
     let Some(python) = browser_python() else { return };
-    let figures = browser_check(
-        &python,
-        "check_report.py",
-        &[
-            &path("run.html"),
-            &path("run.json"),
-            &screenshot("report-run.png"),
-        ],
-    );
+    let figures = check_report_page(&python, dir.path(), "run");
     eprintln!(
         "report drawn: {figures} (screenshot {})",
         screenshot("report-run.png")
+    );
+}
+
+/// Under -R the over-time chart shows each interval's service time beside
+/// its latency from the intended send, and hovering shows both as the JSON
+/// report has them.
+#[test]
+fn an_open_model_report_draws_service_time_over_time() {
+    let _exclusive = exclusive();
+    let server = super::support::target();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let out = volley(&[
+        "run",
+        "-R",
+        "300",
+        "-c",
+        "4",
+        "-d",
+        "2s",
+        "--interval",
+        "200ms",
+        "-q",
+        "--html",
+        &path("rate.html"),
+        "-o",
+        &path("rate.json"),
+        &super::support::url(&server, "/sleep/1"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = read_report(Path::new(&path("rate.json")));
+    let rows = report["runs"][0]["series"].as_array().unwrap();
+    assert!(rows.len() >= 9, "{rows:?}");
+    assert!(rows.iter().all(|r| r["service"]["p99"].is_number()), "{rows:?}");
+
+    let Some(python) = browser_python() else { return };
+    let figures = check_report_page(&python, dir.path(), "rate");
+    assert_eq!(
+        figures["service_lines"], 4,
+        "service p50, p90, p99 and max drawn over time: {figures}"
     );
 }
 
@@ -189,24 +229,8 @@ fn step_plan_and_compare_pages_read_right_in_a_browser() {
     assert_self_contained(&std::fs::read_to_string(path("compare.html")).unwrap());
 
     let Some(python) = browser_python() else { return };
-    browser_check(
-        &python,
-        "check_report.py",
-        &[
-            &path("step.html"),
-            &path("step.json"),
-            &screenshot("report-step.png"),
-        ],
-    );
-    browser_check(
-        &python,
-        "check_report.py",
-        &[
-            &path("plan.html"),
-            &path("plan.json"),
-            &screenshot("report-plan.png"),
-        ],
-    );
+    check_report_page(&python, dir.path(), "step");
+    check_report_page(&python, dir.path(), "plan");
     browser_check(
         &python,
         "check_report.py",

@@ -3,7 +3,7 @@
 //! finding the knee of a target of known capacity. Every run is bounded by
 //! a duration and goes to the embedded target on 127.0.0.1.
 
-use super::support::{exclusive, num, summary, target, target_with, url, volley_json};
+use super::support::{exclusive, num, schema_violations, summary, target, target_with, url, volley_json};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::Duration;
@@ -62,6 +62,32 @@ fn a_stall_shows_in_latency_from_the_intended_time() {
     let schedule = &s["schedule"];
     assert!(num(&schedule["late"]) >= 500.0, "{schedule}");
     assert!(num(&schedule["late_waiting_for_connection"]) > 0.0, "{schedule}");
+    // Over time too: every interval has its service time beside its latency,
+    // never above it (each request's service is part of its latency), and
+    // the interval of the stall shows the queueing as a gap between them.
+    assert!(
+        schema_violations(&report).is_empty(),
+        "{:#?}",
+        schema_violations(&report)
+    );
+    let rows = report["runs"][0]["series"].as_array().unwrap();
+    for row in rows {
+        let service = &row["service"];
+        for q in ["p50", "p90", "p99", "max"] {
+            assert!(
+                num(&service[q]) <= num(&row[q]) + 1e-9,
+                "service {q} above latency: {row}"
+            );
+        }
+    }
+    let widest_gap = rows
+        .iter()
+        .flat_map(|row| ["p50", "p90", "p99"].map(|q| num(&row[q]) - num(&row["service"][q])))
+        .fold(0.0, f64::max);
+    assert!(
+        widest_gap >= 300.0,
+        "no interval shows the stall's queueing between latency and service time: {rows:?}"
+    );
 }
 
 #[test]

@@ -229,6 +229,11 @@ fn report_matches_schema() {
     assert_eq!(report["runs"].as_array().unwrap().len(), 2, "one section per URL");
     let series = report["runs"][0]["series"].as_array().unwrap();
     assert!(series.len() >= 5, "200 ms intervals over 1.2 s: {series:?}");
+    // The closed model: service time is the latency, not repeated per row.
+    assert!(
+        series.iter().all(|row| row.get("service").is_none()),
+        "{series:?}"
+    );
     // The body came back from /echo, so bytes include it.
     assert!(summary(&report)["bytes"].as_u64().unwrap() > 0);
     assert_eq!(report["plan"]["headers"][1][0], "b");

@@ -144,7 +144,7 @@ function showTip(figure, tip, spec, visible, x, px) {
     const p = nearest(s.points, x);
     if (!p) continue;
     const row = htmlNode('div', { class: 'tip-row', 'data-series': s.name }, tip);
-    htmlNode('span', { class: 'swatch', style: `background:${s.color}` }, row);
+    htmlNode('span', { class: s.dashed ? 'swatch dashed' : 'swatch', style: `background:${s.color}` }, row);
     htmlNode('span', { class: 'tip-name' }, row, `${s.name}: `);
     htmlNode('span', { class: 'tip-value' }, row, formatNumber(p[1]));
     if (spec.y.unit) htmlNode('span', {}, row, ` ${spec.y.unit}`);
@@ -156,7 +156,7 @@ function showTip(figure, tip, spec, visible, x, px) {
 
 // Draws (or redraws) a chart into `figure`. `spec`: { id, title, x: {label,
 // log, tick, hover}, y: {label, unit, log}, series: [{name, points: [[x,
-// y]], color?}], markers: [{x, label}] }.
+// y]], color?, dashed?}], markers: [{x, label}] }.
 function drawChart(figure, spec) {
   if (!chartState.has(spec.id)) chartState.set(spec.id, { hidden: new Set(), zoom: null });
   const state = chartState.get(spec.id);
@@ -170,7 +170,7 @@ function drawChart(figure, spec) {
   for (const s of spec.series) {
     const entry = htmlNode('button', { type: 'button', class: 'legend-entry', 'data-series': s.name }, legend);
     if (state.hidden.has(s.name)) entry.classList.add('off');
-    htmlNode('span', { class: 'swatch', style: `background:${s.color}` }, entry);
+    htmlNode('span', { class: s.dashed ? 'swatch dashed' : 'swatch', style: `background:${s.color}` }, entry);
     entry.appendChild(document.createTextNode(s.name));
     entry.addEventListener('click', () => {
       if (state.hidden.has(s.name)) state.hidden.delete(s.name);
@@ -198,7 +198,7 @@ function drawChart(figure, spec) {
       && (!spec.y.log || y > 0)
       && (x >= d.x0 || (all[i + 1] && all[i + 1][0] >= d.x0)) && (x <= d.x1 || (i > 0 && all[i - 1][0] <= d.x1)));
     const coords = inside.map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(' ');
-    svgNode('polyline', { points: coords, stroke: s.color, class: 'line', 'data-series': s.name }, plot);
+    svgNode('polyline', { points: coords, stroke: s.color, class: s.dashed ? 'line dashed' : 'line', 'data-series': s.name }, plot);
     if (inside.length === 1) svgNode('circle', { cx: sx(inside[0][0]), cy: sy(inside[0][1]), r: 3, fill: s.color }, plot);
     drawn = Math.max(drawn, inside.length);
   }

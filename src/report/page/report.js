@@ -180,8 +180,19 @@ function runSection(parent, run, index, ctx) {
     return [r.t_s, span > 0 ? r.errors / span : 0];
   }) });
   chart(node, { id: tag('throughput'), title: 'Requests and errors per second', x: timeAxis, y: { label: 'per second', unit: '/s' }, series: throughput });
-  const latency = ['p50', 'p90', 'p99', 'max'].map((k) => ({ name: k, points: seriesOf(rows, k) }));
-  const title = ctx.openModel ? 'Latency over time, from the intended send' : 'Latency over time';
+  const quantiles = ['p50', 'p90', 'p99', 'max'];
+  const latency = quantiles.map((k) => ({ name: k, points: seriesOf(rows, k) }));
+  // Under -R each interval's service time (from the actual send) is drawn
+  // beside the latency from the intended send: the same colour, dashed, so
+  // the gap between a pair of lines is the time spent queueing.
+  const withService = ctx.openModel && rows.some((r) => r.service);
+  if (withService) {
+    quantiles.forEach((k, i) => latency.push({
+      name: `service ${k}`, color: PALETTE[i], dashed: true, points: seriesOf(rows, (r) => (r.service ? r.service[k] : null)),
+    }));
+  }
+  const title = withService ? 'Latency from the intended send, and service time (dashed), over time'
+    : ctx.openModel ? 'Latency over time, from the intended send' : 'Latency over time';
   chart(node, { id: tag('latency'), title, x: timeAxis, y: { label: 'ms', unit: 'ms' }, series: latency });
   if (ctx.openModel && s.service_ms) {
     htmlNode('p', { class: 'service' }, node,
