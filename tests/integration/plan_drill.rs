@@ -325,3 +325,19 @@ plan:
     assert_eq!(counts(&report, "Bytes arrived"), (0, 0));
     assert_eq!(counts(&report, "Line items"), (6, 0));
 }
+
+#[test]
+fn every_method_drill_names_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = String::from("iterations: 2\nplan:\n");
+    for method in ["GET", "POST", "PUT", "PATCH", "HEAD", "DELETE"] {
+        plan.push_str(&format!(
+            "  - name: {method}\n    request: {{url: /echo, method: {}, body: 'x'}}\n",
+            method.to_lowercase()
+        ));
+    }
+    let report = run_plan(dir.path(), &plan, &[]);
+    for method in ["GET", "POST", "PUT", "PATCH", "HEAD", "DELETE"] {
+        assert_eq!(counts(&report, method), (2, 0), "{method}: {}", summary(&report));
+    }
+}
