@@ -22,7 +22,32 @@ const MAX_RSS: f64 = 150.0 * 1024.0 * 1024.0;
 /// Serves every connection on its own thread with `behave`. The threads
 /// end when volley closes the connection (their writes fail).
 pub(super) fn serve(behave: fn(TcpStream)) -> SocketAddr {
+    serve_on(TcpListener::bind("127.0.0.1:0").unwrap(), behave)
+}
+
+/// [`serve`] with a 64 KiB receive buffer on every connection (no
+/// autotuning), so a large request fills it whatever the machine's
+/// `tcp_rmem`: the server has stopped reading for certain.
+fn serve_tight(behave: fn(TcpStream)) -> SocketAddr {
+    use std::os::fd::AsRawFd;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let size: libc::c_int = 64 * 1024;
+    // SAFETY: sets an int socket option on a socket this test owns, from a
+    // pointer to a live c_int of the size given.
+    let set = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0, "SO_RCVBUF");
+    serve_on(listener, behave)
+}
+
+fn serve_on(listener: TcpListener, behave: fn(TcpStream)) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for conn in listener.incoming().flatten() {
@@ -250,12 +275,12 @@ fn a_signed_content_length_is_a_protocol_error() {
     assert_eq!(summary(&report)["errors_by_kind"]["protocol"], 5);
 }
 
-/// A body far larger than loopback's socket buffers (binary, so the
+/// A body far larger than the tight servers' socket buffers (binary, so the
 /// report does not quote it), so the server's answer comes while volley is
 /// still writing it.
 fn large_body_file(dir: &std::path::Path) -> String {
     let path = dir.join("body.bin");
-    std::fs::write(&path, vec![0xff; 24 << 20]).unwrap();
+    std::fs::write(&path, vec![0xff; 8 << 20]).unwrap();
     path.to_str().unwrap().to_string()
 }
 
@@ -351,10 +376,16 @@ fn an_early_413_is_counted_as_sent() {
     let _serial = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let body = large_body_file(dir.path());
-    let closes = serve(|mut conn| refuse_the_body(&mut conn, true));
+    let closes = serve_tight(|mut conn| refuse_the_body(&mut conn, true));
     assert_early_413(closes, &body, "a server that answers and closes", &[]);
-    let stops = serve(|mut conn| refuse_the_body(&mut conn, false));
+    let stops = serve_tight(|mut conn| refuse_the_body(&mut conn, false));
     assert_early_413(stops, &body, "a server that answers and stops reading", &[]);
+    // A plan's request goes the same way.
+    let plan = format!(
+        "iterations: 2\nplan:\n  - name: Upload\n    request:\n      url: /upload\n      method: POST\n      body:\n        file: {body}\n"
+    );
+    let (out, report) = run_plan_text(stops, &plan, &[]);
+    assert_eq!(summary(&report)["status"]["413"], 2, "a plan: {}", stderr(&out));
     let h2 = serve(|conn| refuse_the_body_h2(conn, false));
     assert_early_413(h2, &body, "an HTTP/2 server that answers at once", &["--http2"]);
     let h2 = serve(|conn| refuse_the_body_h2(conn, true));
@@ -407,16 +438,11 @@ fn a_101_over_http2_is_a_protocol_error() {
 /// A body eight times what a plan keeps of an assigned response.
 const HUGE_BODY: usize = 64 << 20;
 
-/// Runs `plan` (its first step assigns the response of `/` to `big`)
-/// against `addr`; returns that step's summary after checking the bounds.
-pub(super) fn run_assigning_plan(addr: SocketAddr, iterations: u32, extra: &[&str]) -> Value {
+/// Runs the plan `text` against `addr` with a 20 s `--timeout`.
+fn run_plan_text(addr: SocketAddr, text: &str, extra: &[&str]) -> (std::process::Output, Value) {
     let dir = tempfile::tempdir().unwrap();
-    let plan = dir.path().join("huge.yml");
-    std::fs::write(
-        &plan,
-        format!("iterations: {iterations}\nplan:\n  - name: Huge\n    request:\n      url: /\n    assign: big\n  - name: After\n    assert: {{key: big.status, value: '200'}}\n"),
-    )
-    .unwrap();
+    let plan = dir.path().join("plan.yml");
+    std::fs::write(&plan, text).unwrap();
     let base = format!("http://{addr}");
     let mut args = vec![
         "plan",
@@ -428,8 +454,17 @@ pub(super) fn run_assigning_plan(addr: SocketAddr, iterations: u32, extra: &[&st
         "-q",
     ];
     args.extend_from_slice(extra);
+    volley_json(&args)
+}
+
+/// Runs a plan whose first step assigns the response of `/` to `big`
+/// against `addr`; returns that step's summary after checking the bounds.
+pub(super) fn run_assigning_plan(addr: SocketAddr, iterations: u32, extra: &[&str]) -> Value {
+    let plan = format!(
+        "iterations: {iterations}\nplan:\n  - name: Huge\n    request:\n      url: /\n    assign: big\n  - name: After\n    assert: {{key: big.status, value: '200'}}\n"
+    );
     let began = Instant::now();
-    let (out, report) = volley_json(&args);
+    let (out, report) = run_plan_text(addr, &plan, extra);
     assert!(began.elapsed() < Duration::from_secs(20), "{:?}", began.elapsed());
     let rss = num(&summary(&report)["tool_cpu"]["peak_rss_bytes"]);
     assert!(
