@@ -1,6 +1,6 @@
 //! volley: an HTTP load tester.
 //!
-//! The data flows one way (see `shared/architecture.md`): CLI flags are
+//! The data flows one way (see `ARCHITECTURE.md`): CLI flags are
 //! resolved into a [`plan::Plan`], the [`engine`] runs it on per-thread
 //! workers, each worker records [`sample::Sample`]s into its own
 //! [`recorder::Recorder`], snapshots are merged by the [`collector`], and the
