@@ -26,6 +26,7 @@ pub mod run;
 pub mod sample;
 pub mod scenario;
 pub mod server;
+pub mod shape;
 pub mod shard;
 pub mod sink;
 pub mod slo;

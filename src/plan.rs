@@ -4,7 +4,7 @@
 //! into this fully resolved value or a one-line usage error.
 
 use crate::cli::RunArgs;
-use crate::engine::profile::{Stage, parse_stages};
+use crate::shape::{Stage, parse_stages};
 use crate::target::{Target, TargetError};
 use serde::{Serialize, Serializer};
 use std::time::Duration;

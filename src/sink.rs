@@ -171,7 +171,7 @@ mod tests {
         let mut collector = crate::collector::Collector::new(
             1,
             Duration::from_secs(1),
-            crate::engine::profile::LoadProfile::constant(1.0),
+            crate::shape::LoadProfile::constant(1.0),
         );
         let rows = collector.finished(0, 0, &snap, Duration::from_secs(1));
         let mut terminal = Counting::default();

@@ -4,7 +4,7 @@
 //!
 //! Two modules are compared in the namespace they share: `engine::connection`
 //! naming `engine::iteration` is an edge between the siblings `connection` and
-//! `iteration` inside `engine`; `plan` naming `engine::profile` is an edge
+//! `iteration` inside `engine`; `plan` naming `engine::Protocol` is an edge
 //! between `plan` and `engine` at the top. A parent and its own children are
 //! never an edge (a `mod.rs` re-exports and drives its children by design).
 //! Test code (`#[cfg(test)] mod ...` blocks and `tests.rs` files) may look
@@ -232,13 +232,11 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 /// ratchet: a new cycle edge fails, and so does an entry here that is no
 /// longer in a cycle, so the list only shrinks). Empty is the goal.
 const NOT_YET_BROKEN: &[&str] = &[
-    "crate: collector -> engine",
     "crate: collector -> report",
     "crate: compare -> collector",
     "crate: compare -> report",
     "crate: engine -> collector",
     "crate: engine -> plan",
-    "crate: plan -> engine",
     "crate: plan -> shard",
     "crate: plan -> slo",
     "crate: report -> collector",

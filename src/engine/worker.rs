@@ -9,11 +9,11 @@
 use super::budget::{Budget, Limit};
 use super::connection::{Slot, WorkerCtx, drive};
 use super::feed::{ClosedFeed, Feed, OpenFeed};
-use super::profile::LoadProfile;
 use super::{LoadModel, Shared, WorkerMsg};
 use crate::http1::BodySink;
 use crate::net::Connector;
 use crate::recorder::Recorder;
+use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
