@@ -5,9 +5,9 @@
 //! once every worker still running has sent that index. Rows are emitted in
 //! order, so the live log and the saved series agree.
 
+use crate::histogram::IntervalHistogram;
 use crate::monitor::{Monitor, ProcSample};
 use crate::recorder::Snapshot;
-use crate::report::histogram::IntervalHistogram;
 use crate::shape::LoadProfile;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod histogram;
 pub mod http1;
 pub mod http2;
 pub mod k8s;

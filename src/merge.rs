@@ -7,7 +7,7 @@
 //! every shard is summed into interval k, whatever the shards' wall clocks.
 
 use crate::collector::SeriesRow;
-use crate::report::histogram::{EncodedHistogram, IntervalHistogram};
+use crate::histogram::{EncodedHistogram, IntervalHistogram};
 use crate::report::{
     Bucket, Latency, MergeInfo, MergedShard, PhaseTotals, RunReport, SavedReport, Schedule, StartInfo,
     StepStats, Summary, TlsHandshakes, ToolCpu,

@@ -232,14 +232,10 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 /// ratchet: a new cycle edge fails, and so does an entry here that is no
 /// longer in a cycle, so the list only shrinks). Empty is the goal.
 const NOT_YET_BROKEN: &[&str] = &[
-    "crate: collector -> report",
-    "crate: compare -> collector",
     "crate: compare -> report",
-    "crate: engine -> collector",
     "crate: engine -> plan",
     "crate: plan -> shard",
     "crate: plan -> slo",
-    "crate: report -> collector",
     "crate: report -> compare",
     "crate: report -> engine",
     "crate: report -> plan",
@@ -252,7 +248,6 @@ const NOT_YET_BROKEN: &[&str] = &[
     "crate: run -> sink",
     "crate: run -> thresholds",
     "crate: shard -> plan",
-    "crate: sink -> collector",
     "crate: sink -> engine",
     "crate: sink -> plan",
     "crate: sink -> report",
@@ -263,7 +258,6 @@ const NOT_YET_BROKEN: &[&str] = &[
     "crate: step -> run",
     "crate: step -> sink",
     "crate: step -> slo",
-    "crate: thresholds -> collector",
     "crate: thresholds -> engine",
     "crate: thresholds -> report",
     "crate: thresholds -> slo",

@@ -13,8 +13,8 @@
 //! embedded beside the report as points: Rust already decodes the histogram,
 //! and a hundred points cost less than a second decoder in JavaScript.
 
-use super::histogram::EncodedHistogram;
 use super::{Report, RunReport};
+use crate::histogram::EncodedHistogram;
 use base64::Engine as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;

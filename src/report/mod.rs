@@ -4,7 +4,8 @@
 //! The JSON shape is a stable contract (`schema/report-v1.json`); fields are
 //! only ever added.
 
-pub mod histogram;
+/// Kept under `report` too: saved reports are where its strings live.
+pub use crate::histogram;
 pub mod html;
 pub mod live;
 pub mod saved;
@@ -12,10 +13,10 @@ pub mod text;
 
 use crate::collector::{SeriesRow, us_to_ms};
 use crate::engine::{PhaseSummary, RunResult};
+use crate::histogram::EncodedHistogram;
 use crate::plan::Plan;
 use crate::recorder::{Handshakes, Pacing, Snapshot, Timings};
 use crate::sys::CpuTime;
-use histogram::EncodedHistogram;
 pub use saved::LoadError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
