@@ -1,9 +1,10 @@
 //! Criteria on a run's summary: `p99<500ms`, `errors<1%`, `rps>5000`.
 //!
 //! `volley step` uses them as the service-level objective that decides the
-//! maximum load; the same parser serves run thresholds.
+//! maximum load; the same parser serves run thresholds. A pure module below
+//! `plan` (which holds parsed criteria) and the reports (whose summaries
+//! implement [`Measured`]).
 
-use crate::report::Summary;
 use std::fmt;
 
 /// What a criterion looks at.
@@ -116,47 +117,6 @@ pub trait Measured {
     /// A latency percentile of successful requests, in milliseconds.
     fn percentile_ms(&self, p: f64) -> f64;
     fn mean_ms(&self) -> f64;
-}
-
-/// A finished run: its summary, with its histogram for odd percentiles.
-pub struct Finished<'a> {
-    pub summary: &'a Summary,
-    pub histogram: Option<&'a hdrhistogram::Histogram<u64>>,
-}
-
-impl Measured for Finished<'_> {
-    fn requests(&self) -> u64 {
-        self.summary.requests
-    }
-    fn errors(&self) -> u64 {
-        self.summary.errors
-    }
-    fn ok(&self) -> u64 {
-        self.summary.ok
-    }
-    fn rps(&self) -> f64 {
-        self.summary.rps
-    }
-    fn percentile_ms(&self, p: f64) -> f64 {
-        let l = &self.summary.latency_ms;
-        match p {
-            50.0 => l.p50,
-            75.0 => l.p75,
-            90.0 => l.p90,
-            95.0 => l.p95,
-            99.0 => l.p99,
-            99.9 => l.p999,
-            99.99 => l.p9999,
-            100.0 => l.max,
-            _ => self
-                .histogram
-                .filter(|h| !h.is_empty())
-                .map_or(0.0, |h| h.value_at_quantile(p / 100.0) as f64 / 1000.0),
-        }
-    }
-    fn mean_ms(&self) -> f64 {
-        self.summary.latency_ms.mean
-    }
 }
 
 /// A run still going: the totals so far and the time they took.

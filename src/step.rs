@@ -366,7 +366,7 @@ fn level_row(load: f64, run: &RunReport, slo: &[Criterion]) -> LevelRow {
         error_pct: 100.0 * s.errors as f64 / s.requests.max(1) as f64,
         within_slo: s.requests > 0
             && slo.iter().all(|c| {
-                c.holds(&crate::slo::Finished {
+                c.holds(&crate::report::Finished {
                     summary: s,
                     histogram: Some(&run.histogram.0),
                 })

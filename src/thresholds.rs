@@ -5,8 +5,9 @@
 use crate::collector::SeriesRow;
 use crate::engine::{Observer, PhaseSummary};
 use crate::recorder::Snapshot;
+use crate::report::Finished;
 use crate::report::{Report, RunReport};
-use crate::slo::{Criterion, Finished, SoFar};
+use crate::slo::{Criterion, SoFar};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::sync::Arc;

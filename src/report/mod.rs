@@ -8,6 +8,7 @@
 pub use crate::histogram;
 pub mod html;
 pub mod live;
+mod measured;
 pub mod saved;
 pub mod text;
 
@@ -17,6 +18,7 @@ use crate::histogram::EncodedHistogram;
 use crate::plan::Plan;
 use crate::recorder::{Handshakes, Pacing, Snapshot, Timings};
 use crate::sys::CpuTime;
+pub use measured::Finished;
 pub use saved::LoadError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
