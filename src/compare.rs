@@ -14,6 +14,7 @@
 //! noise threshold (`--noise`, 2% by default) to count.
 
 use crate::collector::SeriesRow;
+pub use crate::report::verdicts::Row;
 use crate::report::{Latency, RunReport, SavedReport};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::fmt::Write as _;
@@ -21,23 +22,6 @@ use std::path::Path;
 
 /// Below this p-value a change is called significant.
 pub const ALPHA: f64 = 0.05;
-
-/// One compared metric.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub metric: &'static str,
-    pub a: f64,
-    pub b: f64,
-    /// (b - a) / a, in percent.
-    pub change_pct: f64,
-    /// The test's p-value, where a test gives one.
-    pub p_value: Option<f64>,
-    pub significant: bool,
-    /// Statistically significant, but smaller than the noise threshold.
-    pub within_noise: bool,
-    /// A higher value is worse (latency, errors).
-    pub higher_is_worse: bool,
-}
 
 /// A `--fail-if` rule: `p99>+10%`.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,11 +11,11 @@ use crate::engine::{EngineError, Silent};
 use crate::plan::{Plan, PlanError, parse_duration};
 use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, thousands};
+pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
 use crate::report::{Report, RunReport};
 use crate::run::{Output, Verdict, finish_thresholds, pause, run_watched, save};
 use crate::sink::{RunStart, Sinks};
 use crate::slo::{Criterion, parse_criteria};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -33,56 +33,6 @@ pub struct StepPlan {
     pub cooldown: Duration,
     /// One plan per level.
     pub plans: Vec<Plan>,
-}
-
-/// One row of the step table.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct LevelRow {
-    pub load: f64,
-    pub requests: u64,
-    pub rps: f64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub error_pct: f64,
-    pub within_slo: bool,
-}
-
-/// The five criteria.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Verdict5 {
-    /// p50 at the lightest level.
-    pub responsiveness_p50_ms: f64,
-    pub lightest_load: f64,
-    /// The best throughput and the level that reached it.
-    pub best_rps: f64,
-    pub best_rps_load: f64,
-    /// The highest level within the SLO before the first level that
-    /// breaks it (`None`: even the lightest broke it).
-    pub max_load: Option<f64>,
-    /// Tail latency at the maximum load.
-    pub tail_p99_ms: Option<f64>,
-    pub tail_p999_ms: Option<f64>,
-    pub tail_max_ms: Option<f64>,
-    /// Errors in the levels past the maximum load, by kind.
-    pub errors_past_max: BTreeMap<String, u64>,
-    /// How fast those failures came back: the p50 at the first level past
-    /// the maximum that had failures, and the slowest of all of them.
-    pub failure_p50_ms_past_max: Option<f64>,
-    pub failure_max_ms_past_max: Option<f64>,
-    /// p99 at the first level past the maximum load (the queueing).
-    pub p99_past_max_ms: Option<f64>,
-    /// Stopped before the last level because errors passed `--stop-errors`.
-    pub stopped_early: bool,
-}
-
-/// What `volley step` adds to the report.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StepReport {
-    /// "connections" or "req/s".
-    pub unit: String,
-    pub slo: Vec<String>,
-    pub levels: Vec<LevelRow>,
-    pub verdict: Verdict5,
 }
 
 fn invalid(msg: impl Into<String>) -> PlanError {

@@ -133,7 +133,7 @@ pub fn render<P: Serialize>(report: &Report<P>) -> String {
 pub struct ComparedPair<'a> {
     pub url_a: &'a str,
     pub url_b: &'a str,
-    pub rows: &'a [crate::compare::Row],
+    pub rows: &'a [super::verdicts::Row],
 }
 
 /// Renders `volley compare`: both reports overlaid, with the verdicts.
