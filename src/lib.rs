@@ -28,7 +28,8 @@ pub mod sample;
 pub mod scenario;
 pub mod server;
 pub mod shape;
-pub mod shard;
+/// `--shard` is part of the plan (a plan split by value); kept at its old path.
+pub use plan::shard;
 pub mod sink;
 pub mod slo;
 pub mod step;

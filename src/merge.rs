@@ -8,11 +8,11 @@
 
 use crate::collector::SeriesRow;
 use crate::histogram::{EncodedHistogram, IntervalHistogram};
+use crate::plan::shard::Shard;
 use crate::report::{
     Bucket, Latency, MergeInfo, MergedShard, PhaseTotals, RunReport, SavedReport, Schedule, StartInfo,
     StepStats, Summary, TlsHandshakes, ToolCpu,
 };
-use crate::shard::Shard;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 use std::collections::BTreeMap;

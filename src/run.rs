@@ -202,7 +202,7 @@ pub fn save(report: &Report, output: &Output) -> Result<(), EngineError> {
 /// `--start-at`: counts down on stderr, then returns at the planned start
 /// with the skew; a shard already later than its tolerance fails instead.
 pub fn wait_for_start(
-    start_at: &crate::shard::StartAt,
+    start_at: &crate::plan::shard::StartAt,
     stop: &AtomicBool,
 ) -> Result<crate::report::StartInfo, EngineError> {
     start_at

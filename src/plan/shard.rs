@@ -9,7 +9,7 @@
 //! ([`Shard::phase`] offsets the shard's pacer), so the merged schedule is
 //! the single run's.
 
-use crate::plan::{Plan, PlanError, Warmup, share};
+use super::{Plan, PlanError, Warmup, share};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 
