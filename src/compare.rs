@@ -16,6 +16,7 @@
 use crate::collector::SeriesRow;
 pub use crate::report::verdicts::Row;
 use crate::report::{Latency, RunReport, SavedReport};
+use crate::slo::{Comparison, PercentSign, parse_percent, split_comparison};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -35,27 +36,15 @@ pub struct FailIf {
 pub fn parse_fail_if(text: &str) -> Result<FailIf, String> {
     let bad = || format!("invalid --fail-if '{text}': use e.g. p99>+10%, rps<-5%, mean>+20%");
     let t = text.trim();
-    let (metric, above, rest) = if let Some((m, r)) = t.split_once('>') {
-        (m, true, r)
-    } else if let Some((m, r)) = t.split_once('<') {
-        (m, false, r)
-    } else {
-        return Err(bad());
-    };
-    let metric = metric.trim().to_ascii_lowercase();
+    let (metric, comparison, rest) = split_comparison(t).ok_or_else(bad)?;
+    let metric = metric.to_ascii_lowercase();
     if !METRICS.contains(&metric.as_str()) {
         return Err(format!("{} (metrics: {})", bad(), METRICS.join(", ")));
     }
-    let pct: f64 = rest
-        .trim()
-        .strip_suffix('%')
-        .ok_or_else(bad)?
-        .trim()
-        .parse()
-        .map_err(|_| bad())?;
+    let pct = parse_percent(rest, PercentSign::Required).ok_or_else(bad)?;
     Ok(FailIf {
         metric,
-        above,
+        above: comparison == Comparison::Above,
         pct,
         text: t.to_string(),
     })

@@ -153,8 +153,8 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
         Ok(rules) => rules,
         Err(e) => return fail(EXIT_USAGE, &e),
     };
-    let noise = match args.noise.trim().trim_end_matches('%').parse::<f64>() {
-        Ok(n) if n >= 0.0 => n,
+    let noise = match volley::slo::parse_percent(&args.noise, volley::slo::PercentSign::Optional) {
+        Some(n) if n >= 0.0 => n,
         _ => {
             return fail(
                 EXIT_USAGE,

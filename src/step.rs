@@ -15,7 +15,7 @@ pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
 use crate::report::{Report, RunReport};
 use crate::run::{Output, Verdict, finish_thresholds, pause, run_watched, save};
 use crate::sink::{RunStart, Sinks};
-use crate::slo::{Criterion, parse_criteria};
+use crate::slo::{Criterion, PercentSign, parse_criteria, parse_percent};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -104,17 +104,12 @@ impl StepPlan {
             return Err(invalid("--levels must rise, lightest first"));
         }
         let slo = parse_criteria(&args.slo).map_err(|e| invalid(format!("--slo: {e}")))?;
-        let stop_errors_pct: f64 = args
-            .stop_errors
-            .trim()
-            .trim_end_matches('%')
-            .parse()
-            .map_err(|_| {
-                invalid(format!(
-                    "invalid --stop-errors '{}': use e.g. 50%",
-                    args.stop_errors
-                ))
-            })?;
+        let stop_errors_pct = parse_percent(&args.stop_errors, PercentSign::Optional).ok_or_else(|| {
+            invalid(format!(
+                "invalid --stop-errors '{}': use e.g. 50%",
+                args.stop_errors
+            ))
+        })?;
         let cooldown = parse_duration("--cooldown", &args.cooldown)?;
         let step_duration = parse_duration("--step-duration", &args.step_duration)?;
         let ramp = args
