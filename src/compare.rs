@@ -297,6 +297,85 @@ pub fn render(url_a: &str, url_b: &str, rows: &[Row]) -> String {
     out
 }
 
+/// Why `volley compare` could not answer.
+#[derive(Debug)]
+pub enum CompareError {
+    /// A bad flag or an unreadable report (the usage exit code).
+    Usage(String),
+    /// The HTML page could not be written.
+    Write(String),
+}
+
+/// `volley compare`: prints each run pair's table (and writes `--html`);
+/// false when a `--fail-if` rule is broken by a significant change.
+pub fn command(args: &crate::cli::CompareArgs) -> Result<bool, CompareError> {
+    use CompareError::{Usage, Write};
+    let rules = match args
+        .fail_if
+        .iter()
+        .map(|r| parse_fail_if(r))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(rules) => rules,
+        Err(e) => return Err(Usage(e)),
+    };
+    let noise = match parse_percent(&args.noise, PercentSign::Optional) {
+        Some(n) if n >= 0.0 => n,
+        _ => return Err(Usage(format!("invalid --noise '{}': use e.g. 2%", args.noise))),
+    };
+    let (a, b) = match (read_report(&args.a), read_report(&args.b)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return Err(Usage(e)),
+    };
+    let (runs_a, runs_b) = (&a.runs, &b.runs);
+    if runs_a.is_empty() || runs_b.is_empty() {
+        return Err(Usage("a report has no runs to compare".into()));
+    }
+    let mut broken = Vec::new();
+    let mut compared = Vec::new();
+    for (ra, rb) in runs_a.iter().zip(runs_b.iter()) {
+        let rows = match compare_runs(ra, rb, noise) {
+            Ok(rows) => rows,
+            Err(e) => return Err(Usage(e)),
+        };
+        print!("{}", render(&ra.url, &rb.url, &rows));
+        for rule in &rules {
+            if let Some(row) = rows.iter().find(|r| breaks(r, rule)) {
+                broken.push(format!("{} ({:+.1}%)", rule.text, row.change_pct));
+            }
+        }
+        println!();
+        compared.push((ra, rb, rows));
+    }
+    if let Some(path) = &args.html {
+        let pairs: Vec<_> = compared
+            .iter()
+            .map(|(ra, rb, rows)| crate::report::html::ComparedPair {
+                url_a: ra.url.as_str(),
+                url_b: rb.url.as_str(),
+                rows,
+            })
+            .collect();
+        let names = [args.a.display().to_string(), args.b.display().to_string()];
+        let page = crate::report::html::render_compare(&a, &b, [&names[0], &names[1]], &pairs);
+        if let Err(e) = std::fs::write(path, page) {
+            return Err(Write(format!("cannot write '{}': {e}", path.display())));
+        }
+    }
+    if runs_a.len() != runs_b.len() {
+        println!(
+            "note: A has {} runs and B {}; compared the first {}",
+            runs_a.len(),
+            runs_b.len(),
+            runs_a.len().min(runs_b.len())
+        );
+    }
+    if !broken.is_empty() {
+        println!("failed: {}", broken.join(", "));
+    }
+    Ok(broken.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
