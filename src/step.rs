@@ -13,15 +13,15 @@ use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, thousands};
 pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
 use crate::report::{Report, RunReport};
-use crate::run::{Output, Verdict, finish_thresholds, pause, run_watched, save};
-use crate::sink::{RunStart, Sinks};
+use crate::run::{Output, Session, Verdict, pause};
+use crate::sink::RunStart;
 use crate::slo::{Criterion, PercentSign, parse_criteria, parse_percent};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// The resolved step plan.
 #[derive(Clone, Debug)]
@@ -196,20 +196,17 @@ pub fn execute(
     output: &Output,
     stop: Arc<AtomicBool>,
 ) -> Result<(Report, Verdict), EngineError> {
-    let spawned = crate::run::spawn_target(&mut step.plans[0])?;
-    let mut sinks = Sinks::start(&output.sinks).map_err(EngineError::Setup)?;
-    let watched = step.plans[0].monitor_pid;
-    for plan in &mut step.plans {
-        plan.monitor_pid = watched;
-    }
     let peak = step
         .plans
         .iter()
         .map(|p| p.max_connections.unwrap_or(p.connections))
         .max()
         .unwrap_or(1);
-    crate::sys::ensure_open_files(peak as u64 + 64).map_err(EngineError::Setup)?;
-    let mut report = Report::new(step.plans[0].clone(), SystemTime::now());
+    let mut session = Session::start(&mut step.plans[0], output, peak)?;
+    let watched = step.plans[0].monitor_pid;
+    for plan in &mut step.plans {
+        plan.monitor_pid = watched;
+    }
     let text = !output.json_stdout;
     let tty = std::io::stdout().is_terminal();
     let unit = if step.rate_steps { "req/s" } else { "connections" };
@@ -224,27 +221,25 @@ pub fn execute(
     }
     for (i, (level, plan)) in step.levels.iter().zip(&step.plans).enumerate() {
         if i > 0 && !pause(step.cooldown, &stop) {
-            report.interrupted = true;
+            session.report.interrupted = true;
             break;
         }
-        sinks.run_started(&RunStart {
+        let start = RunStart {
             index: i,
             url: &url,
             plan,
             level: Some(*level),
-        });
-        let (result, aborted_by) = if text {
+        };
+        let (run, result, aborted_by) = if text {
             let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.duration);
             live.watching = plan.monitor_pid.is_some();
-            let watched = run_watched(plan, &plan.targets[0], &stop, &mut sinks.with(&mut live))?;
+            let watched = session.run_one(&start, &plan.targets[0], &stop, &mut live)?;
             live.finish();
             watched
         } else {
-            run_watched(plan, &plan.targets[0], &stop, &mut sinks.with(&mut Silent))?
+            session.run_one(&start, &plan.targets[0], &stop, &mut Silent)?
         };
-        let mut run = RunReport::new(&url, &result, plan);
-        run.load = Some(*level);
-        sinks.run_finished(&run);
+        session.sinks.run_finished(&run);
         let row = level_row(*level, &run, &step.slo);
         if text {
             println!(
@@ -258,13 +253,13 @@ pub fn execute(
                 if row.within_slo { "" } else { "  (outside the SLO)" }
             );
         }
-        report.runs.push(run);
+        session.report.runs.push(run);
         if let Some(criterion) = aborted_by {
-            report.aborted_by = Some(criterion);
+            session.report.aborted_by = Some(criterion);
             break;
         }
         if result.interrupted {
-            report.interrupted = true;
+            session.report.interrupted = true;
             break;
         }
         if row.error_pct > step.stop_errors_pct {
@@ -272,20 +267,14 @@ pub fn execute(
             break;
         }
     }
-    let step_report = build(&report.runs, unit, &step.slo, stopped_early);
+    let step_report = build(&session.report.runs, unit, &step.slo, stopped_early);
     if text {
         print!("\n{}", render(&step_report));
     }
-    report.step = Some(step_report);
-    drop(spawned);
-    finish_thresholds(&mut report, text);
-    sinks.finished(&report);
-    save(&report, output)?;
+    session.report.step = Some(step_report);
     // Levels past the knee may well fail entirely; only a target that never
     // answered is dead.
-    let dead = report.runs.iter().all(|r| r.summary.ok == 0);
-    let verdict = Verdict::of(&report, dead);
-    Ok((report, verdict))
+    session.finish(output, text, |runs| runs.iter().all(|r| r.summary.ok == 0))
 }
 
 fn slo_text(slo: &[Criterion]) -> String {
