@@ -5,10 +5,10 @@
 //! once every worker still running has sent that index. Rows are emitted in
 //! order, so the live log and the saved series agree.
 
-use crate::engine::profile::LoadProfile;
+use crate::histogram::IntervalHistogram;
 use crate::monitor::{Monitor, ProcSample};
 use crate::recorder::{Snapshot, Timings};
-use crate::report::histogram::IntervalHistogram;
+use crate::shape::LoadProfile;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -14,30 +14,15 @@
 //! noise threshold (`--noise`, 2% by default) to count.
 
 use crate::collector::SeriesRow;
+pub use crate::report::verdicts::Row;
 use crate::report::{Latency, RunReport, SavedReport};
+use crate::slo::{Comparison, PercentSign, parse_percent, split_comparison};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// Below this p-value a change is called significant.
 pub const ALPHA: f64 = 0.05;
-
-/// One compared metric.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub metric: &'static str,
-    pub a: f64,
-    pub b: f64,
-    /// (b - a) / a, in percent.
-    pub change_pct: f64,
-    /// The test's p-value, where a test gives one.
-    pub p_value: Option<f64>,
-    pub significant: bool,
-    /// Statistically significant, but smaller than the noise threshold.
-    pub within_noise: bool,
-    /// A higher value is worse (latency, errors).
-    pub higher_is_worse: bool,
-}
 
 /// A `--fail-if` rule: `p99>+10%`.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,27 +36,15 @@ pub struct FailIf {
 pub fn parse_fail_if(text: &str) -> Result<FailIf, String> {
     let bad = || format!("invalid --fail-if '{text}': use e.g. p99>+10%, rps<-5%, mean>+20%");
     let t = text.trim();
-    let (metric, above, rest) = if let Some((m, r)) = t.split_once('>') {
-        (m, true, r)
-    } else if let Some((m, r)) = t.split_once('<') {
-        (m, false, r)
-    } else {
-        return Err(bad());
-    };
-    let metric = metric.trim().to_ascii_lowercase();
+    let (metric, comparison, rest) = split_comparison(t).ok_or_else(bad)?;
+    let metric = metric.to_ascii_lowercase();
     if !METRICS.contains(&metric.as_str()) {
         return Err(format!("{} (metrics: {})", bad(), METRICS.join(", ")));
     }
-    let pct: f64 = rest
-        .trim()
-        .strip_suffix('%')
-        .ok_or_else(bad)?
-        .trim()
-        .parse()
-        .map_err(|_| bad())?;
+    let pct = parse_percent(rest, PercentSign::Required).ok_or_else(bad)?;
     Ok(FailIf {
         metric,
-        above,
+        above: comparison == Comparison::Above,
         pct,
         text: t.to_string(),
     })
@@ -322,6 +295,85 @@ pub fn render(url_a: &str, url_b: &str, rows: &[Row]) -> String {
         );
     }
     out
+}
+
+/// Why `volley compare` could not answer.
+#[derive(Debug)]
+pub enum CompareError {
+    /// A bad flag or an unreadable report (the usage exit code).
+    Usage(String),
+    /// The HTML page could not be written.
+    Write(String),
+}
+
+/// `volley compare`: prints each run pair's table (and writes `--html`);
+/// false when a `--fail-if` rule is broken by a significant change.
+pub fn command(args: &crate::cli::CompareArgs) -> Result<bool, CompareError> {
+    use CompareError::{Usage, Write};
+    let rules = match args
+        .fail_if
+        .iter()
+        .map(|r| parse_fail_if(r))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(rules) => rules,
+        Err(e) => return Err(Usage(e)),
+    };
+    let noise = match parse_percent(&args.noise, PercentSign::Optional) {
+        Some(n) if n >= 0.0 => n,
+        _ => return Err(Usage(format!("invalid --noise '{}': use e.g. 2%", args.noise))),
+    };
+    let (a, b) = match (read_report(&args.a), read_report(&args.b)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return Err(Usage(e)),
+    };
+    let (runs_a, runs_b) = (&a.runs, &b.runs);
+    if runs_a.is_empty() || runs_b.is_empty() {
+        return Err(Usage("a report has no runs to compare".into()));
+    }
+    let mut broken = Vec::new();
+    let mut compared = Vec::new();
+    for (ra, rb) in runs_a.iter().zip(runs_b.iter()) {
+        let rows = match compare_runs(ra, rb, noise) {
+            Ok(rows) => rows,
+            Err(e) => return Err(Usage(e)),
+        };
+        print!("{}", render(&ra.url, &rb.url, &rows));
+        for rule in &rules {
+            if let Some(row) = rows.iter().find(|r| breaks(r, rule)) {
+                broken.push(format!("{} ({:+.1}%)", rule.text, row.change_pct));
+            }
+        }
+        println!();
+        compared.push((ra, rb, rows));
+    }
+    if let Some(path) = &args.html {
+        let pairs: Vec<_> = compared
+            .iter()
+            .map(|(ra, rb, rows)| crate::report::html::ComparedPair {
+                url_a: ra.url.as_str(),
+                url_b: rb.url.as_str(),
+                rows,
+            })
+            .collect();
+        let names = [args.a.display().to_string(), args.b.display().to_string()];
+        let page = crate::report::html::render_compare(&a, &b, [&names[0], &names[1]], &pairs);
+        if let Err(e) = std::fs::write(path, page) {
+            return Err(Write(format!("cannot write '{}': {e}", path.display())));
+        }
+    }
+    if runs_a.len() != runs_b.len() {
+        println!(
+            "note: A has {} runs and B {}; compared the first {}",
+            runs_a.len(),
+            runs_b.len(),
+            runs_a.len().min(runs_b.len())
+        );
+    }
+    if !broken.is_empty() {
+        println!("failed: {}", broken.join(", "));
+    }
+    Ok(broken.is_empty())
 }
 
 #[cfg(test)]

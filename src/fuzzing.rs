@@ -175,6 +175,6 @@ pub fn cli_criteria(data: &[u8]) {
     };
     let _ = crate::slo::parse_criterion(text);
     let _ = crate::slo::parse_criteria(text);
-    let _ = crate::engine::profile::parse_stages(text);
+    let _ = crate::shape::parse_stages(text);
     let _ = crate::plan::StatusSet::parse(text);
 }

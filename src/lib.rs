@@ -1,6 +1,6 @@
 //! volley: an HTTP load tester.
 //!
-//! The data flows one way (see `shared/architecture.md`): CLI flags are
+//! The data flows one way (see `ARCHITECTURE.md`): CLI flags are
 //! resolved into a [`plan::Plan`], the [`engine`] runs it on per-thread
 //! workers, each worker records [`sample::Sample`]s into its own
 //! [`recorder::Recorder`], snapshots are merged by the [`collector`], and the
@@ -13,6 +13,7 @@ pub mod demo;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod histogram;
 pub mod http1;
 pub mod http2;
 pub mod k8s;
@@ -26,7 +27,9 @@ pub mod run;
 pub mod sample;
 pub mod scenario;
 pub mod server;
-pub mod shard;
+pub mod shape;
+/// `--shard` is part of the plan (a plan split by value); kept at its old path.
+pub use plan::shard;
 pub mod sink;
 pub mod slo;
 pub mod step;

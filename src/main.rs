@@ -144,80 +144,15 @@ fn one_line(rendered: &str) -> String {
     }
 }
 
-/// `volley compare`: prints each run pair's table; exit 3 when a
-/// `--fail-if` rule is broken by a significant change.
+/// `volley compare`: exit 3 when a `--fail-if` rule is broken by a
+/// significant change (see [`volley::compare::command`]).
 fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
-    use volley::compare::{breaks, compare_runs, parse_fail_if, read_report, render};
-    let rules = match args
-        .fail_if
-        .iter()
-        .map(|r| parse_fail_if(r))
-        .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(rules) => rules,
-        Err(e) => return fail(EXIT_USAGE, &e),
-    };
-    let noise = match args.noise.trim().trim_end_matches('%').parse::<f64>() {
-        Ok(n) if n >= 0.0 => n,
-        _ => {
-            return fail(
-                EXIT_USAGE,
-                &format!("invalid --noise '{}': use e.g. 2%", args.noise),
-            );
-        }
-    };
-    let (a, b) = match (read_report(&args.a), read_report(&args.b)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => return fail(EXIT_USAGE, &e),
-    };
-    let (runs_a, runs_b) = (&a.runs, &b.runs);
-    if runs_a.is_empty() || runs_b.is_empty() {
-        return fail(EXIT_USAGE, "a report has no runs to compare");
-    }
-    let mut broken = Vec::new();
-    let mut compared = Vec::new();
-    for (ra, rb) in runs_a.iter().zip(runs_b.iter()) {
-        let rows = match compare_runs(ra, rb, noise) {
-            Ok(rows) => rows,
-            Err(e) => return fail(EXIT_USAGE, &e),
-        };
-        print!("{}", render(&ra.url, &rb.url, &rows));
-        for rule in &rules {
-            if let Some(row) = rows.iter().find(|r| breaks(r, rule)) {
-                broken.push(format!("{} ({:+.1}%)", rule.text, row.change_pct));
-            }
-        }
-        println!();
-        compared.push((ra, rb, rows));
-    }
-    if let Some(path) = &args.html {
-        let pairs: Vec<_> = compared
-            .iter()
-            .map(|(ra, rb, rows)| volley::report::html::ComparedPair {
-                url_a: ra.url.as_str(),
-                url_b: rb.url.as_str(),
-                rows,
-            })
-            .collect();
-        let names = [args.a.display().to_string(), args.b.display().to_string()];
-        let page = volley::report::html::render_compare(&a, &b, [&names[0], &names[1]], &pairs);
-        if let Err(e) = std::fs::write(path, page) {
-            return fail(EXIT_FAILED, &format!("cannot write '{}': {e}", path.display()));
-        }
-    }
-    if runs_a.len() != runs_b.len() {
-        println!(
-            "note: A has {} runs and B {}; compared the first {}",
-            runs_a.len(),
-            runs_b.len(),
-            runs_a.len().min(runs_b.len())
-        );
-    }
-    if broken.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        println!("failed: {}", broken.join(", "));
-        ExitCode::from(EXIT_THRESHOLDS)
+    use volley::compare::{CompareError, command};
+    match command(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(EXIT_THRESHOLDS),
+        Err(CompareError::Usage(e)) => fail(EXIT_USAGE, &e),
+        Err(CompareError::Write(e)) => fail(EXIT_FAILED, &e),
     }
 }
 

@@ -7,12 +7,12 @@
 //! every shard is summed into interval k, whatever the shards' wall clocks.
 
 use crate::collector::SeriesRow;
-use crate::report::histogram::{EncodedHistogram, IntervalHistogram};
+use crate::histogram::{EncodedHistogram, IntervalHistogram};
+use crate::plan::shard::Shard;
 use crate::report::{
     Bucket, Latency, MergeInfo, MergedShard, PhaseTotals, RunReport, SavedReport, Schedule, StartInfo,
     StepStats, Summary, TlsHandshakes, ToolCpu,
 };
-use crate::shard::Shard;
 use hdrhistogram::Histogram;
 use serde_json::Value;
 use std::collections::BTreeMap;

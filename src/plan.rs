@@ -3,8 +3,10 @@
 //! Raw CLI flags (see `cli`) hold no logic; [`Plan::from_args`] turns them
 //! into this fully resolved value or a one-line usage error.
 
+pub mod shard;
+
 use crate::cli::RunArgs;
-use crate::engine::profile::{Stage, parse_stages};
+use crate::shape::{Stage, parse_stages};
 use crate::target::{Target, TargetError};
 use serde::{Serialize, Serializer};
 use std::time::Duration;
@@ -225,14 +227,14 @@ pub struct Plan {
     #[serde(rename = "buckets_ms", serialize_with = "millis_list")]
     pub buckets: Vec<Duration>,
     /// `--shard I/N`: this run is slice I of N of the whole plan.
-    pub shard: Option<crate::shard::Shard>,
+    pub shard: Option<shard::Shard>,
     /// The whole plan's hash, kept from before the split (see `shard`).
     #[serde(skip)]
     pub whole_hash: Option<String>,
     /// `--start-at`: when the measured run starts (not part of the plan's
     /// identity: the report records it apart).
     #[serde(skip)]
-    pub start_at: Option<crate::shard::StartAt>,
+    pub start_at: Option<shard::StartAt>,
 }
 
 fn body_text<S: Serializer>(body: &[u8], s: S) -> Result<S::Ok, S::Error> {

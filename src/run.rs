@@ -1,5 +1,9 @@
 //! `volley run`: the plan's URLs one after another, each with its own report
 //! section, then the text or JSON report and the exit code.
+//!
+//! [`Session`] is the orchestration every command that runs plans shares
+//! (`run` and `plan` through [`execute`], `step` per level): the spawned
+//! target, the sinks, each run under watch, the thresholds, the save.
 
 use crate::engine::{self, EngineError};
 use crate::plan::Plan;
@@ -57,25 +61,88 @@ impl Verdict {
     }
 }
 
+/// One invocation's runs: the `--spawn`ed target (kept alive until
+/// [`Session::finish`]), the sinks and the report the runs go into.
+pub struct Session {
+    spawned: Option<crate::monitor::Spawned>,
+    pub sinks: Sinks,
+    pub report: Report,
+}
+
+impl Session {
+    /// Spawns the target of `plan` (setting its `monitor_pid`), starts the
+    /// sinks and makes room for `peak_connections` descriptors; the report
+    /// embeds `plan`.
+    pub fn start(plan: &mut Plan, output: &Output, peak_connections: usize) -> Result<Session, EngineError> {
+        let spawned = spawn_target(plan)?;
+        let sinks = Sinks::start(&output.sinks).map_err(EngineError::Setup)?;
+        // Each connection is a descriptor; leave room for the rest of the process.
+        crate::sys::ensure_open_files(peak_connections as u64 + 64).map_err(EngineError::Setup)?;
+        let report = Report::new(plan.clone(), SystemTime::now());
+        Ok(Session {
+            spawned,
+            sinks,
+            report,
+        })
+    }
+
+    /// Runs one target under watch (`--abort-on-fail`), with the sinks told
+    /// before and after and `live` seeing every interval; returns the run's
+    /// report (not yet added), the engine's result and the criterion that
+    /// stopped it early, if one did.
+    pub fn run_one(
+        &mut self,
+        start: &RunStart,
+        target: &crate::target::Target,
+        stop: &Arc<AtomicBool>,
+        live: &mut dyn crate::engine::Observer,
+    ) -> Result<(RunReport, crate::engine::RunResult, Option<String>), EngineError> {
+        self.sinks.run_started(start);
+        let (result, aborted_by) = run_watched(start.plan, target, stop, &mut self.sinks.with(live))?;
+        let mut run = RunReport::new(start.url, &result, start.plan);
+        run.load = start.level;
+        Ok((run, result, aborted_by))
+    }
+
+    /// Stops the spawned target, checks `--threshold`s (printing the block
+    /// with `text`), tells the sinks and saves; `dead` says whether the runs
+    /// add up to a dead target.
+    pub fn finish(
+        self,
+        output: &Output,
+        text: bool,
+        dead: impl Fn(&[RunReport]) -> bool,
+    ) -> Result<(Report, Verdict), EngineError> {
+        let Session {
+            spawned,
+            mut sinks,
+            mut report,
+        } = self;
+        drop(spawned);
+        finish_thresholds(&mut report, text);
+        sinks.finished(&report);
+        save(&report, output)?;
+        let verdict = Verdict::of(&report, dead(&report.runs));
+        Ok((report, verdict))
+    }
+}
+
 /// Runs every target of the plan and reports. Errors are setup failures.
 pub fn execute(
     mut plan: Plan,
     output: &Output,
     stop: Arc<AtomicBool>,
 ) -> Result<(Report, Verdict), EngineError> {
-    let _spawned = spawn_target(&mut plan)?;
-    let mut sinks = Sinks::start(&output.sinks).map_err(EngineError::Setup)?;
-    // Each connection is a descriptor; leave room for the rest of the process.
-    crate::sys::ensure_open_files(plan.connections as u64 + 64).map_err(EngineError::Setup)?;
-    let mut report = Report::new(plan.clone(), SystemTime::now());
+    let peak = plan.connections;
+    let mut session = Session::start(&mut plan, output, peak)?;
     if let Some(start_at) = plan.start_at {
-        report.start = Some(wait_for_start(&start_at, &stop)?);
+        session.report.start = Some(wait_for_start(&start_at, &stop)?);
     }
     let text = !output.json_stdout;
     let tty = std::io::stdout().is_terminal();
     let mut stdout = std::io::stdout();
     if text && output.detail == Detail::Verbose {
-        let _ = write!(stdout, "{}", text::plan_block(&report));
+        let _ = write!(stdout, "{}", text::plan_block(&session.report));
     }
     for (i, target) in plan.targets.iter().enumerate() {
         if i > 0 && !pause(plan.delay, &stop) {
@@ -86,7 +153,7 @@ pub fn execute(
                 stdout,
                 "{}{}",
                 if i > 0 { "\n" } else { "" },
-                text::run_banner(&report, &target.url)
+                text::run_banner(&session.report, &target.url)
             );
         }
         let log = text && output.detail != Detail::Quiet;
@@ -95,16 +162,15 @@ pub fn execute(
             live.step_names = scenario.stat_names.clone();
         }
         live.watching = plan.monitor_pid.is_some();
-        sinks.run_started(&RunStart {
+        let start = RunStart {
             index: i,
             url: &target.url,
             plan: &plan,
             level: None,
-        });
-        let (result, aborted_by) = run_watched(&plan, target, &stop, &mut sinks.with(&mut live))?;
+        };
+        let (run, result, aborted_by) = session.run_one(&start, target, &stop, &mut live)?;
         live.finish();
-        let run = RunReport::new(&target.url, &result, &plan);
-        sinks.run_finished(&run);
+        session.sinks.run_finished(&run);
         if text {
             if output.detail == Detail::Quiet {
                 let _ = writeln!(stdout, "{}", target.url);
@@ -112,7 +178,7 @@ pub fn execute(
             let _ = write!(stdout, "{}", text::summary(&run, output.detail));
             let _ = write!(stdout, "{}", text::steps_table(&run));
         }
-        report.runs.push(run);
+        session.report.runs.push(run);
         if let Some(criterion) = aborted_by {
             if text {
                 let _ = writeln!(
@@ -120,20 +186,15 @@ pub fn execute(
                     "stopped early: threshold {criterion} failed (--abort-on-fail)"
                 );
             }
-            report.aborted_by = Some(criterion);
+            session.report.aborted_by = Some(criterion);
             break;
         }
         if result.interrupted {
-            report.interrupted = true;
+            session.report.interrupted = true;
             break;
         }
     }
-    finish_thresholds(&mut report, text);
-    sinks.finished(&report);
-    save(&report, output)?;
-    let dead = report.runs.iter().any(|r| r.summary.ok == 0);
-    let verdict = Verdict::of(&report, dead);
-    Ok((report, verdict))
+    session.finish(output, text, |runs| runs.iter().any(|r| r.summary.ok == 0))
 }
 
 /// How long `--spawn` waits for the target to answer.
@@ -202,7 +263,7 @@ pub fn save(report: &Report, output: &Output) -> Result<(), EngineError> {
 /// `--start-at`: counts down on stderr, then returns at the planned start
 /// with the skew; a shard already later than its tolerance fails instead.
 pub fn wait_for_start(
-    start_at: &crate::shard::StartAt,
+    start_at: &crate::plan::shard::StartAt,
     stop: &AtomicBool,
 ) -> Result<crate::report::StartInfo, EngineError> {
     start_at

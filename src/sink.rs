@@ -2,7 +2,7 @@
 //! live dashboard and the metric outputs.
 //!
 //! Results leave a run at one point, the collector's per-interval stream
-//! (`shared/architecture.md`): every sink is an [`Observer`] of it, so the
+//! (`ARCHITECTURE.md`): every sink is an [`Observer`] of it, so the
 //! terminal view, the outputs and the final report agree by construction.
 //! Sinks run on the collecting thread, once per interval, never per request;
 //! one that talks to the network must hand its work to its own thread through
@@ -171,7 +171,7 @@ mod tests {
         let mut collector = crate::collector::Collector::new(
             1,
             Duration::from_secs(1),
-            crate::engine::profile::LoadProfile::constant(1.0),
+            crate::shape::LoadProfile::constant(1.0),
         );
         let rows = collector.finished(0, 0, &snap, Duration::from_secs(1));
         let mut terminal = Counting::default();

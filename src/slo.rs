@@ -1,9 +1,10 @@
 //! Criteria on a run's summary: `p99<500ms`, `errors<1%`, `rps>5000`.
 //!
 //! `volley step` uses them as the service-level objective that decides the
-//! maximum load; the same parser serves run thresholds.
+//! maximum load; the same parser serves run thresholds. A pure module below
+//! `plan` (which holds parsed criteria) and the reports (whose summaries
+//! implement [`Measured`]).
 
-use crate::report::Summary;
 use std::fmt;
 
 /// What a criterion looks at.
@@ -46,30 +47,51 @@ fn parse_latency_ms(text: &str) -> Option<f64> {
     Some(d.as_secs_f64() * 1000.0)
 }
 
+/// Splits `name<value` or `name>value` at its comparison (the first `<`,
+/// else the first `>`), both sides trimmed: the one grammar of `--slo`,
+/// `--threshold` and `volley compare --fail-if`.
+pub fn split_comparison(text: &str) -> Option<(&str, Comparison, &str)> {
+    let text = text.trim();
+    let (name, comparison, value) = if let Some((a, b)) = text.split_once('<') {
+        (a, Comparison::Below, b)
+    } else {
+        let (a, b) = text.split_once('>')?;
+        (a, Comparison::Above, b)
+    };
+    Some((name.trim(), comparison, value.trim()))
+}
+
+/// Whether a percentage must be written with its `%`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PercentSign {
+    Required,
+    Optional,
+}
+
+/// A percentage as a number: `1%`, `+10 %`, `-5%` (and `50` where the sign
+/// is optional). The one reader of percentages in criteria and flags.
+pub fn parse_percent(text: &str, sign: PercentSign) -> Option<f64> {
+    let text = text.trim();
+    let number = match (text.strip_suffix('%'), sign) {
+        (Some(number), _) => number,
+        (None, PercentSign::Optional) => text,
+        (None, PercentSign::Required) => return None,
+    };
+    number.trim().parse().ok()
+}
+
 /// Parses one criterion.
 pub fn parse_criterion(text: &str) -> Result<Criterion, String> {
     let bad =
         || format!("invalid criterion '{text}': use e.g. p99<500ms, mean<100ms, max<2s, errors<1%, rps>5000");
     let trimmed = text.trim();
-    let (name, comparison, value) = if let Some((a, b)) = trimmed.split_once('<') {
-        (a, Comparison::Below, b)
-    } else if let Some((a, b)) = trimmed.split_once('>') {
-        (a, Comparison::Above, b)
-    } else {
-        return Err(bad());
-    };
-    let name = name.trim().to_ascii_lowercase();
-    let value = value.trim();
+    let (name, comparison, value) = split_comparison(trimmed).ok_or_else(bad)?;
+    let name = name.to_ascii_lowercase();
     let (metric, limit) = match name.as_str() {
-        "errors" | "error_rate" => {
-            let pct: f64 = value
-                .strip_suffix('%')
-                .ok_or_else(bad)?
-                .trim()
-                .parse()
-                .map_err(|_| bad())?;
-            (Metric::ErrorRate, pct)
-        }
+        "errors" | "error_rate" => (
+            Metric::ErrorRate,
+            parse_percent(value, PercentSign::Required).ok_or_else(bad)?,
+        ),
         "rps" | "throughput" => (Metric::Rps, value.parse().map_err(|_| bad())?),
         "mean" | "avg" => (Metric::MeanLatency, parse_latency_ms(value).ok_or_else(bad)?),
         "max" => (Metric::MaxLatency, parse_latency_ms(value).ok_or_else(bad)?),
@@ -116,47 +138,6 @@ pub trait Measured {
     /// A latency percentile of successful requests, in milliseconds.
     fn percentile_ms(&self, p: f64) -> f64;
     fn mean_ms(&self) -> f64;
-}
-
-/// A finished run: its summary, with its histogram for odd percentiles.
-pub struct Finished<'a> {
-    pub summary: &'a Summary,
-    pub histogram: Option<&'a hdrhistogram::Histogram<u64>>,
-}
-
-impl Measured for Finished<'_> {
-    fn requests(&self) -> u64 {
-        self.summary.requests
-    }
-    fn errors(&self) -> u64 {
-        self.summary.errors
-    }
-    fn ok(&self) -> u64 {
-        self.summary.ok
-    }
-    fn rps(&self) -> f64 {
-        self.summary.rps
-    }
-    fn percentile_ms(&self, p: f64) -> f64 {
-        let l = &self.summary.latency_ms;
-        match p {
-            50.0 => l.p50,
-            75.0 => l.p75,
-            90.0 => l.p90,
-            95.0 => l.p95,
-            99.0 => l.p99,
-            99.9 => l.p999,
-            99.99 => l.p9999,
-            100.0 => l.max,
-            _ => self
-                .histogram
-                .filter(|h| !h.is_empty())
-                .map_or(0.0, |h| h.value_at_quantile(p / 100.0) as f64 / 1000.0),
-        }
-    }
-    fn mean_ms(&self) -> f64 {
-        self.summary.latency_ms.mean
-    }
 }
 
 /// A run still going: the totals so far and the time they took.
@@ -245,5 +226,24 @@ mod tests {
         for bad in ["", "p99", "p99<fast", "errors<1", "q<1ms", "p200<1ms", "rps>many"] {
             assert!(parse_criteria(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn one_grammar_for_comparisons_and_percentages() {
+        assert_eq!(
+            split_comparison(" p99 < 500ms "),
+            Some(("p99", Comparison::Below, "500ms"))
+        );
+        assert_eq!(
+            split_comparison("rps>+10%"),
+            Some(("rps", Comparison::Above, "+10%"))
+        );
+        assert_eq!(split_comparison("p99=1ms"), None);
+        assert_eq!(parse_percent(" +10 % ", PercentSign::Required), Some(10.0));
+        assert_eq!(parse_percent("-5%", PercentSign::Required), Some(-5.0));
+        assert_eq!(parse_percent("5", PercentSign::Required), None);
+        assert_eq!(parse_percent("5", PercentSign::Optional), Some(5.0));
+        assert_eq!(parse_percent("2.5%", PercentSign::Optional), Some(2.5));
+        assert_eq!(parse_percent("lots%", PercentSign::Optional), None);
     }
 }

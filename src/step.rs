@@ -11,17 +11,17 @@ use crate::engine::{EngineError, Silent};
 use crate::plan::{Plan, PlanError, parse_duration};
 use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, thousands};
+pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
 use crate::report::{Report, RunReport};
-use crate::run::{Output, Verdict, finish_thresholds, pause, run_watched, save};
-use crate::sink::{RunStart, Sinks};
-use crate::slo::{Criterion, parse_criteria};
-use serde::{Deserialize, Serialize};
+use crate::run::{Output, Session, Verdict, pause};
+use crate::sink::RunStart;
+use crate::slo::{Criterion, PercentSign, parse_criteria, parse_percent};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// The resolved step plan.
 #[derive(Clone, Debug)]
@@ -33,56 +33,6 @@ pub struct StepPlan {
     pub cooldown: Duration,
     /// One plan per level.
     pub plans: Vec<Plan>,
-}
-
-/// One row of the step table.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct LevelRow {
-    pub load: f64,
-    pub requests: u64,
-    pub rps: f64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub error_pct: f64,
-    pub within_slo: bool,
-}
-
-/// The five criteria.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Verdict5 {
-    /// p50 at the lightest level.
-    pub responsiveness_p50_ms: f64,
-    pub lightest_load: f64,
-    /// The best throughput and the level that reached it.
-    pub best_rps: f64,
-    pub best_rps_load: f64,
-    /// The highest level within the SLO before the first level that
-    /// breaks it (`None`: even the lightest broke it).
-    pub max_load: Option<f64>,
-    /// Tail latency at the maximum load.
-    pub tail_p99_ms: Option<f64>,
-    pub tail_p999_ms: Option<f64>,
-    pub tail_max_ms: Option<f64>,
-    /// Errors in the levels past the maximum load, by kind.
-    pub errors_past_max: BTreeMap<String, u64>,
-    /// How fast those failures came back: the p50 at the first level past
-    /// the maximum that had failures, and the slowest of all of them.
-    pub failure_p50_ms_past_max: Option<f64>,
-    pub failure_max_ms_past_max: Option<f64>,
-    /// p99 at the first level past the maximum load (the queueing).
-    pub p99_past_max_ms: Option<f64>,
-    /// Stopped before the last level because errors passed `--stop-errors`.
-    pub stopped_early: bool,
-}
-
-/// What `volley step` adds to the report.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StepReport {
-    /// "connections" or "req/s".
-    pub unit: String,
-    pub slo: Vec<String>,
-    pub levels: Vec<LevelRow>,
-    pub verdict: Verdict5,
 }
 
 fn invalid(msg: impl Into<String>) -> PlanError {
@@ -154,17 +104,12 @@ impl StepPlan {
             return Err(invalid("--levels must rise, lightest first"));
         }
         let slo = parse_criteria(&args.slo).map_err(|e| invalid(format!("--slo: {e}")))?;
-        let stop_errors_pct: f64 = args
-            .stop_errors
-            .trim()
-            .trim_end_matches('%')
-            .parse()
-            .map_err(|_| {
-                invalid(format!(
-                    "invalid --stop-errors '{}': use e.g. 50%",
-                    args.stop_errors
-                ))
-            })?;
+        let stop_errors_pct = parse_percent(&args.stop_errors, PercentSign::Optional).ok_or_else(|| {
+            invalid(format!(
+                "invalid --stop-errors '{}': use e.g. 50%",
+                args.stop_errors
+            ))
+        })?;
         let cooldown = parse_duration("--cooldown", &args.cooldown)?;
         let step_duration = parse_duration("--step-duration", &args.step_duration)?;
         let ramp = args
@@ -253,20 +198,17 @@ pub fn execute(
     output: &Output,
     stop: Arc<AtomicBool>,
 ) -> Result<(Report, Verdict), EngineError> {
-    let spawned = crate::run::spawn_target(&mut step.plans[0])?;
-    let mut sinks = Sinks::start(&output.sinks).map_err(EngineError::Setup)?;
-    let watched = step.plans[0].monitor_pid;
-    for plan in &mut step.plans {
-        plan.monitor_pid = watched;
-    }
     let peak = step
         .plans
         .iter()
         .map(|p| p.max_connections.unwrap_or(p.connections))
         .max()
         .unwrap_or(1);
-    crate::sys::ensure_open_files(peak as u64 + 64).map_err(EngineError::Setup)?;
-    let mut report = Report::new(step.plans[0].clone(), SystemTime::now());
+    let mut session = Session::start(&mut step.plans[0], output, peak)?;
+    let watched = step.plans[0].monitor_pid;
+    for plan in &mut step.plans {
+        plan.monitor_pid = watched;
+    }
     let text = !output.json_stdout;
     let tty = std::io::stdout().is_terminal();
     let unit = if step.rate_steps { "req/s" } else { "connections" };
@@ -281,27 +223,25 @@ pub fn execute(
     }
     for (i, (level, plan)) in step.levels.iter().zip(&step.plans).enumerate() {
         if i > 0 && !pause(step.cooldown, &stop) {
-            report.interrupted = true;
+            session.report.interrupted = true;
             break;
         }
-        sinks.run_started(&RunStart {
+        let start = RunStart {
             index: i,
             url: &url,
             plan,
             level: Some(*level),
-        });
-        let (result, aborted_by) = if text {
+        };
+        let (run, result, aborted_by) = if text {
             let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.duration);
             live.watching = plan.monitor_pid.is_some();
-            let watched = run_watched(plan, &plan.targets[0], &stop, &mut sinks.with(&mut live))?;
+            let watched = session.run_one(&start, &plan.targets[0], &stop, &mut live)?;
             live.finish();
             watched
         } else {
-            run_watched(plan, &plan.targets[0], &stop, &mut sinks.with(&mut Silent))?
+            session.run_one(&start, &plan.targets[0], &stop, &mut Silent)?
         };
-        let mut run = RunReport::new(&url, &result, plan);
-        run.load = Some(*level);
-        sinks.run_finished(&run);
+        session.sinks.run_finished(&run);
         let row = level_row(*level, &run, &step.slo);
         if text {
             println!(
@@ -315,13 +255,13 @@ pub fn execute(
                 if row.within_slo { "" } else { "  (outside the SLO)" }
             );
         }
-        report.runs.push(run);
+        session.report.runs.push(run);
         if let Some(criterion) = aborted_by {
-            report.aborted_by = Some(criterion);
+            session.report.aborted_by = Some(criterion);
             break;
         }
         if result.interrupted {
-            report.interrupted = true;
+            session.report.interrupted = true;
             break;
         }
         if row.error_pct > step.stop_errors_pct {
@@ -329,20 +269,14 @@ pub fn execute(
             break;
         }
     }
-    let step_report = build(&report.runs, unit, &step.slo, stopped_early);
+    let step_report = build(&session.report.runs, unit, &step.slo, stopped_early);
     if text {
         print!("\n{}", render(&step_report));
     }
-    report.step = Some(step_report);
-    drop(spawned);
-    finish_thresholds(&mut report, text);
-    sinks.finished(&report);
-    save(&report, output)?;
+    session.report.step = Some(step_report);
     // Levels past the knee may well fail entirely; only a target that never
     // answered is dead.
-    let dead = report.runs.iter().all(|r| r.summary.ok == 0);
-    let verdict = Verdict::of(&report, dead);
-    Ok((report, verdict))
+    session.finish(output, text, |runs| runs.iter().all(|r| r.summary.ok == 0))
 }
 
 fn slo_text(slo: &[Criterion]) -> String {
@@ -368,7 +302,7 @@ fn level_row(load: f64, run: &RunReport, slo: &[Criterion]) -> LevelRow {
         error_pct: 100.0 * s.errors as f64 / s.requests.max(1) as f64,
         within_slo: s.requests > 0
             && slo.iter().all(|c| {
-                c.holds(&crate::slo::Finished {
+                c.holds(&crate::report::Finished {
                     summary: s,
                     histogram: Some(&run.histogram.0),
                 })

@@ -43,6 +43,7 @@ fn timeval_s(tv: libc::timeval) -> f64 {
 fn rusage(who: libc::c_int) -> CpuTime {
     // SAFETY: getrusage only writes into the zeroed struct we pass.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the call's duration.
     if unsafe { libc::getrusage(who, &mut usage) } != 0 {
         return CpuTime::default();
     }
@@ -74,6 +75,7 @@ pub fn process_cpu() -> CpuTime {
 pub fn peak_rss_bytes() -> u64 {
     // SAFETY: as above.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the call's duration.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return 0;
     }
@@ -89,6 +91,7 @@ pub fn ensure_open_files(needed: u64) -> Result<(), String> {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: `limit` is a valid, writable rlimit for the call's duration.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
         return Ok(()); // Nothing we can learn; let the run try.
     }
@@ -105,6 +108,7 @@ pub fn ensure_open_files(needed: u64) -> Result<(), String> {
         rlim_cur: limit.rlim_max,
         rlim_max: limit.rlim_max,
     };
+    // SAFETY: `raised` is a valid rlimit; setrlimit only reads it.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
         return Err(format!(
             "{needed} open files are needed but the limit is {} and could not be raised",

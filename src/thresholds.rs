@@ -5,23 +5,14 @@
 use crate::collector::SeriesRow;
 use crate::engine::{Observer, PhaseSummary};
 use crate::recorder::Snapshot;
+use crate::report::Finished;
+pub use crate::report::ThresholdResult;
 use crate::report::{Report, RunReport};
-use crate::slo::{Criterion, Finished, SoFar};
-use serde::{Deserialize, Serialize};
+use crate::slo::{Criterion, SoFar};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-/// One criterion checked on one run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ThresholdResult {
-    pub criterion: String,
-    pub url: String,
-    /// The measured value, in the criterion's unit (ms, %, req/s).
-    pub value: f64,
-    pub passed: bool,
-}
 
 /// Checks every criterion on each run of the report (for `volley step`,
 /// on the level found to be the maximum load).

@@ -8,9 +8,9 @@
 //! it would hide the very stall being measured).
 
 use super::budget::Budget;
-use super::profile::LoadProfile;
 use super::timer::{PreciseTimer, sleep_precisely};
 use crate::recorder::Recorder;
+use crate::shape::LoadProfile;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::task::{Poll, Waker};

@@ -7,7 +7,7 @@
 //! as well as the totals. A failed request ends the iteration (later steps
 //! depend on it); a failed assertion is counted and the iteration goes on.
 
-use super::connection::{Slot, WorkerCtx, classify, micros_between, round_trip};
+use super::exchange::{Slot, WorkerCtx, classify, micros_between, round_trip};
 use super::feed::Ticket;
 use crate::http1::{self, Capture};
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
@@ -148,13 +148,19 @@ fn fail_step(ctx: &WorkerCtx, stat: usize, err: &RequestError, from: Instant) {
     );
 }
 
-/// Runs one iteration of `scenario` on the slot's connection.
-pub async fn run(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket, scenario: &Scenario) {
+/// Runs one iteration of `scenario` on the slot's connection, with the
+/// state `kept` from the connection's previous iteration (none at first).
+pub async fn run(
+    ctx: &WorkerCtx,
+    slot: &mut Slot,
+    kept: &mut Option<Box<IterationState>>,
+    ticket: Ticket,
+    scenario: &Scenario,
+) {
     let number = ctx.iterations.get();
     ctx.iterations.set(number + 1);
     let iteration = number * ctx.workers as u64 + ctx.worker as u64;
-    let mut state = slot
-        .iteration
+    let mut state = kept
         .take()
         .unwrap_or_else(|| Box::new(IterationState::new(scenario, 0x9E37_79B9_7F4A_7C15 ^ iteration)));
     state.vars.iter_mut().for_each(|v| *v = None);
@@ -223,7 +229,7 @@ pub async fn run(ctx: &WorkerCtx, slot: &mut Slot, ticket: Ticket, scenario: &Sc
             lane.new_connection();
         }
     }
-    slot.iteration = Some(state);
+    *kept = Some(state);
 }
 
 /// Runs an `exec` step: in its item's statistics only (not a request),

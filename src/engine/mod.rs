@@ -6,9 +6,9 @@
 
 pub mod budget;
 pub mod connection;
+pub mod exchange;
 pub mod feed;
 pub mod iteration;
-pub mod profile;
 pub mod protocol;
 pub mod timer;
 pub mod worker;
@@ -18,11 +18,11 @@ use crate::http1::RequestBytes;
 use crate::http2::H2Request;
 use crate::plan::{Plan, StatusSet, Warmup, share};
 use crate::recorder::Snapshot;
+use crate::shape::LoadProfile;
 use crate::sys::CpuTime;
 use crate::target::Target;
 use crate::tls::TlsSetup;
 use budget::Limit;
-use profile::LoadProfile;
 pub use protocol::Protocol;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, RecvTimeoutError};

@@ -2,18 +2,19 @@
 //! connections and its recorder.
 //!
 //! Phases (warm-up, measured) differ only in the [`Feed`] they hand the one
-//! request loop in [`super::connection`]. Nothing on the per-request path
+//! request loop in [`super::connection`] (its exchange pieces in [`super::exchange`]). Nothing on the per-request path
 //! locks, allocates or touches another thread: the recorder sits in a
 //! `RefCell` on this thread and is swapped out once per interval.
 
 use super::budget::{Budget, Limit};
-use super::connection::{Slot, WorkerCtx, drive};
+use super::connection::{LoopSlot, drive};
+use super::exchange::WorkerCtx;
 use super::feed::{ClosedFeed, Feed, OpenFeed};
-use super::profile::LoadProfile;
 use super::{LoadModel, Shared, WorkerMsg};
 use crate::http1::BodySink;
 use crate::net::Connector;
 use crate::recorder::Recorder;
+use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -100,7 +101,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
     };
     // One request loop per connection, or per HTTP/2 stream.
     let loops = spec.connections * ctx.shared.streams;
-    let mut slots: Vec<Slot> = (0..loops).map(|_| Slot::default()).collect();
+    let mut slots: Vec<LoopSlot> = (0..loops).map(|_| LoopSlot::default()).collect();
 
     if let Some(limit) = spec.warmup {
         let began = Instant::now();

@@ -1,7 +1,7 @@
 //! The lean HTTP/1.1 client path.
 //!
 //! Written by hand rather than on hyper's client because the engine's rule is
-//! no heap allocation per request (shared/architecture.md, rule 1): hyper
+//! no heap allocation per request (ARCHITECTURE.md): hyper
 //! builds a `Request`, a `HeaderMap` and boxed body frames for every exchange,
 //! while a load generator sends the same bytes again and again. Here the
 //! request is serialised once before the run ([`request`]) and responses are

@@ -7,7 +7,9 @@
 //! request) the next stream opens a fresh one, while streams still running
 //! on the old one finish there (each lane keeps its own handle).
 
-use super::conn::{Conn, Failure, Outbox};
+use super::conn::Conn;
+use super::machine::Failure;
+use super::outbox::Outbox;
 use super::request::H2Request;
 use crate::http1::{Capture, ResponseHead};
 use crate::net::{Connector, Stream};

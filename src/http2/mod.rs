@@ -13,15 +13,20 @@
 //! Layout: `frame` reads and writes frame headers and control frames;
 //! `request` turns a serialised HTTP/1.1 request into a header block;
 //! `hpack` decodes response header blocks;
-//! `conn` is one connection and its streams; `home` shares connections
-//! among the request loops of a worker.
+//! `machine` is one connection's frame state machine (bytes in, finished
+//! streams and frames to send out, no socket); `conn` is its socket and the
+//! hand-off of that socket between the lanes; `outbox` holds the worker's
+//! connections with frames to write; `home` shares connections among the
+//! request loops of a worker.
 
 pub(crate) mod conn;
 mod frame;
 mod home;
 pub(crate) mod hpack;
+mod machine;
+mod outbox;
 mod request;
 
-pub use conn::Outbox;
 pub use home::{Home, Lane};
+pub use outbox::Outbox;
 pub use request::H2Request;

@@ -13,8 +13,8 @@
 //! embedded beside the report as points: Rust already decodes the histogram,
 //! and a hundred points cost less than a second decoder in JavaScript.
 
-use super::histogram::EncodedHistogram;
 use super::{Report, RunReport};
+use crate::histogram::EncodedHistogram;
 use base64::Engine as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -133,7 +133,7 @@ pub fn render<P: Serialize>(report: &Report<P>) -> String {
 pub struct ComparedPair<'a> {
     pub url_a: &'a str,
     pub url_b: &'a str,
-    pub rows: &'a [crate::compare::Row],
+    pub rows: &'a [super::verdicts::Row],
 }
 
 /// Renders `volley compare`: both reports overlaid, with the verdicts.

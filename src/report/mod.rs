@@ -4,22 +4,27 @@
 //! The JSON shape is a stable contract (`schema/report-v1.json`); fields are
 //! only ever added.
 
-pub mod histogram;
+/// Kept under `report` too: saved reports are where its strings live.
+pub use crate::histogram;
 pub mod html;
 pub mod live;
+mod measured;
 pub mod saved;
 pub mod text;
+pub mod verdicts;
 
 use crate::collector::{SeriesRow, us_to_ms};
 use crate::engine::{PhaseSummary, RunResult};
+use crate::histogram::EncodedHistogram;
 use crate::plan::Plan;
 use crate::recorder::{Handshakes, Pacing, Snapshot, Timings};
 use crate::sys::CpuTime;
-use histogram::EncodedHistogram;
+pub use measured::Finished;
 pub use saved::LoadError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
+pub use verdicts::ThresholdResult;
 
 /// The schema name scripts check before reading a report.
 pub const SCHEMA: &str = "volley.report/1";
@@ -52,9 +57,9 @@ pub struct Report<P = Plan> {
     pub runs: Vec<RunReport>,
     /// `volley step`: the table of levels and the five criteria.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<crate::step::StepReport>,
+    pub step: Option<verdicts::StepReport>,
     /// `--threshold` results (empty when none were given).
-    pub thresholds: Vec<crate::thresholds::ThresholdResult>,
+    pub thresholds: Vec<ThresholdResult>,
     /// The threshold that stopped the run early (`--abort-on-fail`).
     pub aborted_by: Option<String>,
     /// Whether Ctrl-C cut the invocation short.

@@ -188,7 +188,7 @@ pub fn run_banner(report: &Report, url: &str) -> String {
 }
 
 /// `10s:100,30s:100` as written.
-fn stage_list(stages: &[crate::engine::profile::Stage]) -> String {
+fn stage_list(stages: &[crate::shape::Stage]) -> String {
     stages
         .iter()
         .map(|s| format!("{}:{}", humantime::format_duration(s.duration), s.target))

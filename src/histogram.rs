@@ -1,6 +1,7 @@
 //! The latency histogram's portable form: HdrHistogram's V2 compressed
 //! encoding in base64, the same strings other HdrHistogram tools read, so a
-//! saved run can be merged and re-analysed later.
+//! saved run can be merged and re-analysed later. A pure module below the
+//! collector and the reports, which both hold histograms as values.
 
 use base64::Engine;
 use hdrhistogram::Histogram;

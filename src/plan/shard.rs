@@ -9,7 +9,7 @@
 //! ([`Shard::phase`] offsets the shard's pacer), so the merged schedule is
 //! the single run's.
 
-use crate::plan::{Plan, PlanError, Warmup, share};
+use super::{Plan, PlanError, Warmup, share};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 
@@ -227,11 +227,11 @@ mod tests {
         // Shard I's arrival j at rate R/N with phase I/N falls at global
         // arrival j*N + I of the rate R schedule.
         let (rate, n) = (3000.0, 3u32);
-        let whole = crate::engine::profile::LoadProfile::constant(rate);
+        let whole = crate::shape::LoadProfile::constant(rate);
         let mut times: Vec<f64> = Vec::new();
         for index in 0..n {
             let shard = Shard { index, count: n };
-            let part = crate::engine::profile::LoadProfile::constant(rate / f64::from(n));
+            let part = crate::shape::LoadProfile::constant(rate / f64::from(n));
             for j in 0..100 {
                 times.push(part.time_of_count(j as f64 + shard.phase()).unwrap());
             }

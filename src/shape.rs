@@ -1,4 +1,5 @@
-//! The load over time: a constant number of connections or requests per
+//! The load over time (a pure module below `plan`, the engine and the
+//! reports, which all read it): a constant number of connections or requests per
 //! second, or `--stages` that ramp linearly from one target to the next.
 //!
 //! In the open model the profile also fixes every request's intended send
