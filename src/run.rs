@@ -129,7 +129,7 @@ pub fn execute(
         }
     }
     finish_thresholds(&mut report, text);
-    sinks.finished(&report);
+    sinks.finished(&mut report);
     save(&report, output)?;
     let dead = report.runs.iter().any(|r| r.summary.ok == 0);
     let verdict = Verdict::of(&report, dead);

@@ -334,7 +334,7 @@ pub fn execute(
     report.step = Some(step_report);
     drop(spawned);
     finish_thresholds(&mut report, text);
-    sinks.finished(&report);
+    sinks.finished(&mut report);
     save(&report, output)?;
     // Levels past the knee may well fail entirely; only a target that never
     // answered is dead.
