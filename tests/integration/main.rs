@@ -10,6 +10,7 @@ mod k8s;
 mod load;
 mod metrics;
 mod monitor;
+mod otlp;
 mod plan;
 mod plan_drill;
 mod receivers;
