@@ -273,7 +273,7 @@ impl Metrics {
 
 impl Observer for Metrics {
     fn row(&mut self, row: &SeriesRow, _steps: &[SeriesRow]) {
-        self.target = row.target.clone();
+        self.target = row.target;
     }
 
     fn interval_snapshot(&mut self, _interval: &Snapshot, total: &Snapshot) {
