@@ -352,3 +352,50 @@ fn the_scrape_endpoint_serves_growing_counts_during_the_run() {
         "{seen:?} vs {total}"
     );
 }
+
+#[test]
+fn plan_items_are_labelled_by_name_never_by_interpolated_url() {
+    if !prometheus_installed() {
+        return;
+    }
+    let _serial = exclusive();
+    let prometheus = Prometheus::start(true);
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yml");
+    std::fs::write(
+        &plan,
+        format!(
+            "base: '{}'\nconcurrency: 2\niterations: 50\nplan:\n  - name: hello\n    request:\n      url: /hi\n  \
+             - name: user {{{{ item }}}}\n    with_items: [1, 2, 3]\n    request:\n      url: /echo?u={{{{ item }}}}\n",
+            url(&server, "")
+        ),
+    )
+    .unwrap();
+    let id = run_id("plan");
+    let out = volley(&[
+        "plan",
+        plan.to_str().unwrap(),
+        "-q",
+        "--run-id",
+        &id,
+        "--out",
+        &format!("prometheus={}", prometheus.write_url()),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut items: Vec<(String, f64)> = prometheus
+        .query(&format!("volley_requests_total{{run=\"{id}\"}}"))
+        .into_iter()
+        .map(|(labels, v)| (labels["item"].as_str().unwrap().to_string(), v))
+        .collect();
+    items.sort_by(|a, b| a.0.cmp(&b.0));
+    // One series per plan item, named as written: three interpolated URLs
+    // are one series.
+    assert_eq!(
+        items,
+        vec![
+            ("hello".to_string(), 50.0),
+            ("user {{ item }}".to_string(), 150.0)
+        ]
+    );
+}
