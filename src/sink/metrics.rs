@@ -18,6 +18,7 @@ pub mod model;
 pub mod otlp;
 pub mod remote_write;
 pub mod scrape;
+pub mod sockets;
 
 use super::{RunStart, Sink};
 use crate::collector::SeriesRow;
@@ -207,6 +208,8 @@ struct Current {
     items: Items,
     start_ms: i64,
     open_model: bool,
+    /// The target's addresses, to count volley's connections to them.
+    addrs: Vec<SocketAddr>,
 }
 
 enum Items {
@@ -283,11 +286,13 @@ impl Observer for Metrics {
             start_ms: current.start_ms,
             open_model: current.open_model,
             target: self.target.as_ref(),
+            open_connections: sockets::open_connections(&current.addrs),
         };
         let mut points = Vec::new();
         match &current.items {
             Items::Whole(item) => {
                 source.points(item, total, &mut points);
+                source.run_points(Some(item), total, &mut points);
                 self.latest.insert((self.run_index, item.clone()), points.clone());
             }
             Items::Steps(names) => {
@@ -297,6 +302,10 @@ impl Observer for Metrics {
                     self.latest.insert((self.run_index, name.clone()), mine.clone());
                     points.extend(mine);
                 }
+                let mut whole = Vec::new();
+                source.run_points(None, total, &mut whole);
+                self.latest.insert((self.run_index, String::new()), whole.clone());
+                points.extend(whole);
             }
         }
         let batch = Arc::new(Batch {
@@ -331,6 +340,12 @@ impl Sink for Metrics {
             items,
             start_ms: model::now_ms(),
             open_model: run.plan.rate.is_some(),
+            addrs: run
+                .plan
+                .targets
+                .iter()
+                .flat_map(|t| t.addrs.iter().copied())
+                .collect(),
         });
     }
 

@@ -317,6 +317,7 @@ fn the_scrape_endpoint_serves_growing_counts_during_the_run() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen: Vec<(f64, f64)> = Vec::new();
+    let (mut connections, mut in_flight) = (Vec::new(), Vec::new());
     while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
         if let Some((200, text)) = http_get(addr, "/metrics") {
             let requests = samples(&text, "volley_requests_total");
@@ -328,6 +329,8 @@ fn the_scrape_endpoint_serves_growing_counts_during_the_run() {
                     "{text}"
                 );
                 seen.push((*r, *c));
+                connections.extend(samples(&text, "volley_open_connections"));
+                in_flight.extend(samples(&text, "volley_requests_in_flight"));
             }
         }
         std::thread::sleep(Duration::from_millis(300));
@@ -351,6 +354,17 @@ fn the_scrape_endpoint_serves_growing_counts_during_the_run() {
         seen.iter().all(|(r, c)| c <= r && *r <= total),
         "{seen:?} vs {total}"
     );
+    // -c 4 keeps four connections to the target open; under -R at most
+    // those four carry a request at a time (HTTP/1.1, no pipelining).
+    if cfg!(target_os = "linux") {
+        assert!(
+            connections.contains(&4.0),
+            "open connections seen: {connections:?}"
+        );
+        assert!(connections.iter().all(|n| *n <= 4.0), "{connections:?}");
+    }
+    assert_eq!(in_flight.len(), seen.len(), "one in-flight gauge per scrape");
+    assert!(in_flight.iter().all(|n| *n <= 4.0), "{in_flight:?}");
 }
 
 #[test]

@@ -22,6 +22,8 @@ pub enum Metric {
     ServiceDuration,
     TargetRss,
     TargetCpu,
+    OpenConnections,
+    InFlight,
 }
 
 impl Metric {
@@ -35,6 +37,8 @@ impl Metric {
             Metric::ServiceDuration => "volley_service_duration_seconds",
             Metric::TargetRss => "volley_target_resident_memory_bytes",
             Metric::TargetCpu => "volley_target_cpu_cores",
+            Metric::OpenConnections => "volley_open_connections",
+            Metric::InFlight => "volley_requests_in_flight",
         }
     }
 
@@ -48,13 +52,16 @@ impl Metric {
             Metric::ServiceDuration => "volley.service.duration",
             Metric::TargetRss => "volley.target.memory.resident",
             Metric::TargetCpu => "volley.target.cpu",
+            Metric::OpenConnections => "volley.connections.open",
+            Metric::InFlight => "volley.requests.in_flight",
         }
     }
 
     /// The unit, in UCUM as OTLP wants it.
     pub fn unit(self) -> &'static str {
         match self {
-            Metric::Requests | Metric::Errors | Metric::Responses => "{request}",
+            Metric::Requests | Metric::Errors | Metric::Responses | Metric::InFlight => "{request}",
+            Metric::OpenConnections => "{connection}",
             Metric::Duration | Metric::ServiceDuration => "s",
             Metric::TargetRss => "By",
             Metric::TargetCpu => "{cpu}",
@@ -74,6 +81,8 @@ impl Metric {
             }
             Metric::TargetRss => "Resident memory of the watched target process.",
             Metric::TargetCpu => "CPU use of the watched target process, in cores.",
+            Metric::OpenConnections => "Established connections from volley to the target (Linux).",
+            Metric::InFlight => "Requests sent and not yet answered (open model).",
         }
     }
 }
@@ -116,6 +125,8 @@ pub struct Source<'a> {
     pub open_model: bool,
     /// The watched target at the interval's end.
     pub target: Option<&'a ProcSample>,
+    /// volley's connections to the target at the interval's end.
+    pub open_connections: Option<u64>,
 }
 
 fn with(labels: &[(String, String)], extra: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -158,17 +169,34 @@ impl Source<'_> {
                 Value::Histogram(service),
             ));
         }
+    }
+
+    /// The points that belong to the run as a whole, not to one plan item:
+    /// the target process, the connections and the requests in flight.
+    /// `item` labels them like the run's other series where there is one
+    /// item; a plan's are labelled by run alone.
+    pub fn run_points(&self, item: Option<&str>, total: &Snapshot, out: &mut Vec<Point>) {
+        let labels = match item {
+            Some(item) => with(self.labels, &[("item", item)]),
+            None => with(self.labels, &[]),
+        };
+        let gauge = |metric, value| Point {
+            metric,
+            labels: labels.clone(),
+            value: Value::Gauge(value),
+            start_ms: self.start_ms,
+        };
         if let Some(target) = self.target {
-            out.push(point(
-                Metric::TargetRss,
-                labels.clone(),
-                Value::Gauge(target.rss_mb * 1024.0 * 1024.0),
-            ));
-            out.push(point(
-                Metric::TargetCpu,
-                labels,
-                Value::Gauge(target.cpu_pct / 100.0),
-            ));
+            out.push(gauge(Metric::TargetRss, target.rss_mb * 1024.0 * 1024.0));
+            out.push(gauge(Metric::TargetCpu, target.cpu_pct / 100.0));
+        }
+        if let Some(n) = self.open_connections {
+            out.push(gauge(Metric::OpenConnections, n as f64));
+        }
+        if self.open_model && item.is_some() {
+            // Sent (counted at each send under a rate) minus completed.
+            let in_flight = total.pacing.sent.saturating_sub(total.requests);
+            out.push(gauge(Metric::InFlight, in_flight as f64));
         }
     }
 }
@@ -208,6 +236,7 @@ mod tests {
             start_ms: 5,
             open_model: true,
             target: None,
+            open_connections: Some(3),
         };
         let mut points = Vec::new();
         source.points("0", &snap, &mut points);
@@ -225,5 +254,11 @@ mod tests {
         };
         assert_eq!(h.count, snap.latency.hist.len());
         assert!(points.iter().any(|p| p.metric == Metric::ServiceDuration));
+        let mut run = Vec::new();
+        source.run_points(Some("0"), &snap, &mut run);
+        let gauge = |m: Metric| run.iter().find(|p| p.metric == m).map(|p| p.value.clone());
+        assert_eq!(gauge(Metric::OpenConnections), Some(Value::Gauge(3.0)));
+        // Nothing was counted as sent in this snapshot: none in flight.
+        assert_eq!(gauge(Metric::InFlight), Some(Value::Gauge(0.0)));
     }
 }

@@ -18,7 +18,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
-const ORDER: [Metric; 7] = [
+const ORDER: [Metric; 9] = [
     Metric::Requests,
     Metric::Errors,
     Metric::Responses,
@@ -26,6 +26,8 @@ const ORDER: [Metric; 7] = [
     Metric::ServiceDuration,
     Metric::TargetRss,
     Metric::TargetCpu,
+    Metric::OpenConnections,
+    Metric::InFlight,
 ];
 
 fn escape(value: &str) -> String {
