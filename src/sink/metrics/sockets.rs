@@ -18,10 +18,9 @@ fn socket_inodes() -> Option<HashSet<u64>> {
     for entry in std::fs::read_dir("/proc/self/fd").ok()?.flatten() {
         if let Ok(link) = std::fs::read_link(entry.path()) {
             let link = link.to_string_lossy();
-            if let Some(inode) = link.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']')) {
-                if let Ok(inode) = inode.parse() {
-                    inodes.insert(inode);
-                }
+            let inode = link.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']'));
+            if let Some(Ok(inode)) = inode.map(str::parse) {
+                inodes.insert(inode);
             }
         }
     }
