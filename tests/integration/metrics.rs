@@ -413,3 +413,61 @@ fn plan_items_are_labelled_by_name_never_by_interpolated_url() {
         ]
     );
 }
+
+#[test]
+fn failures_are_counted_by_kind_and_responses_by_status() {
+    if !prometheus_installed() {
+        return;
+    }
+    let _serial = exclusive();
+    let prometheus = Prometheus::start(true);
+    let server = target();
+    let write = format!("prometheus={}", prometheus.write_url());
+    let id = run_id("errors");
+    // Two URLs, one after another: items 0 and 1. The first always answers
+    // 503 (a `status` failure), the second drops the connection (`reset`).
+    let out = volley(&[
+        "run",
+        "-n",
+        "300",
+        "-c",
+        "2",
+        "-q",
+        "--run-id",
+        &id,
+        "--out",
+        &write,
+        &url(&server, "/status/503"),
+        &url(&server, "/drop"),
+    ]);
+    // Nothing succeeded: exit 1, as without the output.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let value = |q: String| prometheus.value(&q);
+    assert_eq!(
+        value(format!("volley_requests_total{{run=\"{id}\",item=\"0\"}}")),
+        300.0
+    );
+    assert_eq!(
+        value(format!(
+            "volley_responses_total{{run=\"{id}\",item=\"0\",status=\"503\"}}"
+        )),
+        300.0
+    );
+    assert_eq!(
+        value(format!(
+            "volley_request_errors_total{{run=\"{id}\",item=\"0\",kind=\"status\"}}"
+        )),
+        300.0
+    );
+    assert_eq!(
+        value(format!(
+            "volley_request_errors_total{{run=\"{id}\",item=\"1\",kind=\"reset\"}}"
+        )),
+        300.0
+    );
+    // The error ratio the README shows, over the whole run: every request failed.
+    let ratio = value(format!(
+        "sum(volley_request_errors_total{{run=\"{id}\"}}) / sum(volley_requests_total{{run=\"{id}\"}})"
+    ));
+    assert_eq!(ratio, 1.0);
+}
