@@ -213,7 +213,7 @@ fn a_receiver_without_native_histograms_gets_one_line_and_classic_buckets() {
     assert_eq!(prometheus.value(&format!("volley_requests_total{sel}")), 3000.0);
 }
 
-/// Runs 3 s at a fixed rate with one output to `receiver`; returns the
+/// Runs 900 requests at 300/s (3 s) with one output to `receiver`; returns the
 /// process output, the report and how long it took.
 fn run_against(receiver: &str) -> (std::process::Output, Value, Duration) {
     let server = target();
@@ -224,8 +224,8 @@ fn run_against(receiver: &str) -> (std::process::Output, Value, Duration) {
         "run",
         "-R",
         "300",
-        "-d",
-        "3s",
+        "-n",
+        "900",
         "-c",
         "4",
         "-q",

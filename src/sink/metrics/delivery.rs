@@ -72,11 +72,25 @@ struct Shared {
     tally: Mutex<Tally>,
     /// Set when the run's end stops waiting: no more attempts.
     give_up: AtomicBool,
+    /// Whether the one warning line was printed (by either side).
+    warned: AtomicBool,
+    /// `NAME output URL`, for that line.
+    label: String,
 }
 
 impl Shared {
     fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
         self.tally.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One line, the first time only: the report counts the rest.
+    fn warn(&self, reason: &str) {
+        if !self.warned.swap(true, Ordering::SeqCst) {
+            eprintln!(
+                "warning: {}: {reason}; retrying with backoff, undelivered batches are counted in the report",
+                self.label
+            );
+        }
     }
 }
 
@@ -94,13 +108,13 @@ impl Delivery {
         let shared = Arc::new(Shared {
             tally: Mutex::new(Tally::default()),
             give_up: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
+            label: format!("{name} output {url}"),
         });
         let worker = Worker {
-            label: format!("{name} output {url}"),
             url,
             wire,
             shared: Arc::clone(&shared),
-            warned: false,
         };
         let thread = std::thread::Builder::new()
             .name(format!("volley-{name}"))
@@ -116,10 +130,14 @@ impl Delivery {
     /// Queues a batch without waiting; a full queue drops it (counted).
     pub fn offer(&self, batch: Arc<Batch>) {
         self.shared.tally().offered += 1;
-        if let Some(queue) = &self.queue {
-            match queue.try_send(batch) {
-                Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
-            }
+        let full = self
+            .queue
+            .as_ref()
+            .is_some_and(|queue| matches!(queue.try_send(batch), Err(TrySendError::Full(_))));
+        if full {
+            self.shared.warn(&format!(
+                "the receiver is slower than the interval ({QUEUE} batches wait)"
+            ));
         }
     }
 
@@ -147,11 +165,9 @@ impl Drop for Delivery {
 }
 
 struct Worker {
-    label: String,
     url: url::Url,
     wire: Box<dyn Wire>,
     shared: Arc<Shared>,
-    warned: bool,
 }
 
 type Client =
@@ -160,10 +176,7 @@ type Client =
 impl Worker {
     fn run(mut self, batches: Receiver<Arc<Batch>>) {
         let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-            eprintln!(
-                "warning: {}: cannot start its runtime; nothing is sent",
-                self.label
-            );
+            self.shared.warn("cannot start its runtime; nothing is sent");
             return;
         };
         let client: Client =
@@ -256,14 +269,7 @@ impl Worker {
             })
     }
 
-    /// One line, the first time only: the report counts the rest.
-    fn warn(&mut self, reason: &str) {
-        if !self.warned {
-            self.warned = true;
-            eprintln!(
-                "warning: {}: {reason}; retrying with backoff, undelivered batches are counted in the report",
-                self.label
-            );
-        }
+    fn warn(&self, reason: &str) {
+        self.shared.warn(reason);
     }
 }
