@@ -1,4 +1,4 @@
-"""The dashboard's cost per request (see dashboard-cost.sh)."""
+"""The dashboard's and the metric outputs' cost per request (see dashboard-cost.sh)."""
 
 import argparse
 import json
@@ -39,6 +39,31 @@ def follow(url_box, seen, stop, limit_s):
         seen["errors"] = page.errors
 
 
+def start_receivers(workdir):
+    """A Prometheus remote-write receiver, and the OTLP collector when built;
+    returns the --out/--metrics-addr flags and the processes to stop."""
+    flags, procs = ["--metrics-addr", "127.0.0.1:0"], []
+    port = benchlib.free_port()
+    with open(os.path.join(workdir, "prometheus.yml"), "w") as f:
+        f.write("global:\n  scrape_interval: 1h\n")
+    procs.append(subprocess.Popen(
+        ["prometheus", f"--config.file={workdir}/prometheus.yml", f"--storage.tsdb.path={workdir}/tsdb",
+         f"--web.listen-address=127.0.0.1:{port}", "--web.enable-remote-write-receiver",
+         "--enable-feature=native-histograms"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    flags += ["--out", f"prometheus=http://127.0.0.1:{port}/api/v1/write"]
+    collector = os.environ.get("VOLLEY_OTELCOL", "target/otelcol")
+    if os.path.exists(collector):
+        port = benchlib.free_port()
+        env = dict(os.environ, OTELCOL_ENDPOINT=f"127.0.0.1:{port}", OTELCOL_OUTPUT=f"{workdir}/otlp.jsonl")
+        procs.append(subprocess.Popen([collector, "--config", ".ci/otelcol.yaml"], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        flags += ["--out", f"otlp=http://127.0.0.1:{port}"]
+    else:
+        print(f"note: no collector at {collector}: the OTLP output is not measured", file=sys.stderr)
+    time.sleep(2)
+    return flags, procs
+
+
 def one_run(target, secs, dashboard, case):
     """One bounded run of volley (pinned to a core when the case says so);
     returns its CPU time per request (user + sys of the whole process:
@@ -48,7 +73,8 @@ def one_run(target, secs, dashboard, case):
         out = os.path.join(d, "r.json")
         args = case["pin"] + [VOLLEY, "run", *case["args"], "-d", f"{secs}s", "-q", "-o", out, target]
         if dashboard:
-            args.insert(len(case["pin"]) + 2, "--dashboard=127.0.0.1:0")
+            at = len(case["pin"]) + 2
+            args[at:at] = ["--dashboard=127.0.0.1:0"] + case["outputs"]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         url_box, seen, stop = [], {}, threading.Event()
         tab = threading.Thread(target=follow, args=(url_box, seen, stop, limit_s)) if dashboard else None
@@ -67,7 +93,10 @@ def one_run(target, secs, dashboard, case):
             tab.join(timeout=limit_s)
         if status != 0:
             raise SystemExit(f"volley failed or ran past {limit_s} s: {' '.join(args)}")
-        s = json.load(open(out))["runs"][0]["summary"]
+        report = json.load(open(out))
+        if any(o["dropped"] for o in report.get("outputs", [])):
+            print(f"warning: an output dropped batches: {report['outputs']}", file=sys.stderr)
+        s = report["runs"][0]["summary"]
         if dashboard:
             if seen.get("final_requests") != s["requests"]:
                 raise SystemExit(f"the tab did not follow the run to its end: it showed {seen}, "
@@ -83,7 +112,20 @@ def main():
     ap.add_argument("--secs", type=int, default=60)
     ap.add_argument("--rate", type=int, default=RATE)
     ap.add_argument("--no-write", action="store_true", help="print only; leave bench/RESULTS.md alone")
+    ap.add_argument("--outputs", action="store_true",
+                    help="the measured runs also send to Prometheus, the OTLP collector and a scrape endpoint")
     a = ap.parse_args()
+    workdir = tempfile.TemporaryDirectory()
+    outputs, receivers = start_receivers(workdir.name) if a.outputs else ([], [])
+    try:
+        run_cases(a, outputs)
+    finally:
+        for proc in receivers:
+            proc.terminate()
+            proc.wait()
+
+
+def run_cases(a, outputs):
     cpus = sorted(os.sched_getaffinity(0))
     gen, other = cpus[0], cpus[-1]
     cases = [
@@ -92,12 +134,12 @@ def main():
         # difference is what the dashboard costs volley.
         {"name": f"`-R {a.rate} -c {CONNECTIONS} -t 1`, volley pinned to core {gen}; target and tab on core {other}",
          "args": ["-R", str(a.rate), "-c", str(CONNECTIONS), "-t", "1"], "pin": ["taskset", "-c", str(gen)],
-         "tab_core": other},
+         "tab_core": other, "outputs": outputs},
         # As fast as it goes, nothing pinned: the target and chromium share
         # both cores with volley, so req/s (and with it the batching, which
         # sets CPU per request) moves with the browser's drawing too.
         {"name": f"`-c {CONNECTIONS} -t 1` closed, as fast as it goes, nothing pinned",
-         "args": ["-c", str(CONNECTIONS), "-t", "1"], "pin": [], "tab_core": None},
+         "args": ["-c", str(CONNECTIONS), "-t", "1"], "pin": [], "tab_core": None, "outputs": outputs},
     ]
     port = benchlib.free_port()
     rows = []
@@ -122,7 +164,9 @@ def main():
         rows.extend(table_rows(case["name"], results))
     load = os.getloadavg()[0]
     setup = (f"{a.rounds} alternating rounds of {a.secs} s per case against `volley serve` /hi; volley column: with "
-             f"`--dashboard` and a chromium tab following each run to its final report; load average {load:.1f} at the end"
+             f"`--dashboard` and a chromium tab following each run to its final report"
+             + (", and the metric outputs on (remote write, OTLP, --metrics-addr)" if outputs else "")
+             + f"; load average {load:.1f} at the end"
              + (" (the machine was shared with other helpers' builds)" if load > 1.5 else ""))
     benchlib.publish(START_MARK, END_MARK, setup, "without the dashboard", rows, write=not a.no_write)
 

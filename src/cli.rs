@@ -250,6 +250,21 @@ pub struct RunArgs {
     /// Print the JSON report on stdout instead of the text report.
     #[arg(long)]
     pub json: bool,
+    /// Send the metrics every interval to a receiver (repeatable):
+    /// prometheus=URL (remote write, e.g. http://127.0.0.1:9090/api/v1/write)
+    /// or otlp=URL (OTLP over HTTP, /v1/metrics).
+    #[arg(long = "out", value_name = "KIND=URL")]
+    pub outputs: Vec<String>,
+    /// Serve the metrics for Prometheus to scrape at ADDR (/metrics).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// The `run` label of every exported series (generated when not given;
+    /// give the shards of one run the same id).
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// A label on every exported series, key=value (repeatable).
+    #[arg(long = "tag", value_name = "KEY=VALUE")]
+    pub metric_tags: Vec<String>,
     /// Print only the summary.
     #[arg(short = 'q', long, conflicts_with = "verbose")]
     pub quiet: bool,

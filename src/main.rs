@@ -45,7 +45,11 @@ fn main() -> ExitCode {
                 Ok(plan) => plan,
                 Err(err) => return fail(EXIT_USAGE, &err.to_string()),
             };
-            match execute(plan, &output_of(&args), stop) {
+            let output = match output_of(&args) {
+                Ok(output) => output,
+                Err(code) => return code,
+            };
+            match execute(plan, &output, stop) {
                 Ok((report, verdict)) => exit_for(
                     verdict,
                     report
@@ -63,7 +67,11 @@ fn main() -> ExitCode {
                 Ok(plan) => plan,
                 Err(err) => return fail(EXIT_USAGE, &err.to_string()),
             };
-            match execute(plan, &output_of(&args.run), stop) {
+            let output = match output_of(&args.run) {
+                Ok(output) => output,
+                Err(code) => return code,
+            };
+            match execute(plan, &output, stop) {
                 Ok((report, verdict)) => exit_for(verdict, report.runs.first().map(|r| r.url.as_str())),
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
@@ -87,7 +95,11 @@ fn main() -> ExitCode {
                 Ok(step) => step,
                 Err(err) => return fail(EXIT_USAGE, &err.to_string()),
             };
-            match volley::step::execute(step, &output_of(&args.run), stop) {
+            let output = match output_of(&args.run) {
+                Ok(output) => output,
+                Err(code) => return code,
+            };
+            match volley::step::execute(step, &output, stop) {
                 Ok((report, verdict)) => exit_for(verdict, report.runs.first().map(|r| r.url.as_str())),
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
@@ -219,8 +231,9 @@ fn k8s_run(args: &volley::cli::K8sRunArgs) -> ExitCode {
     }
 }
 
-/// How the report is shown and saved, from the common run flags.
-fn output_of(args: &volley::cli::RunArgs) -> Output {
+/// How the report is shown and saved, from the common run flags; a bad
+/// metric flag is bad usage.
+fn output_of(args: &volley::cli::RunArgs) -> Result<Output, ExitCode> {
     let detail = if args.quiet {
         Detail::Quiet
     } else if args.verbose {
@@ -228,15 +241,23 @@ fn output_of(args: &volley::cli::RunArgs) -> Output {
     } else {
         Detail::Normal
     };
-    Output {
+    let metrics = volley::sink::metrics::MetricsSpec::parse(
+        args.run_id.as_deref(),
+        &args.metric_tags,
+        &args.outputs,
+        args.metrics_addr,
+    )
+    .map_err(|e| fail(EXIT_USAGE, &e))?;
+    Ok(Output {
         json_stdout: args.json,
         file: args.output.clone(),
         html: args.html.clone(),
         detail,
         sinks: volley::sink::SinkSpec {
             dashboard: args.dashboard,
+            metrics,
         },
-    }
+    })
 }
 
 fn fail(code: u8, message: &str) -> ExitCode {

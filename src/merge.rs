@@ -129,6 +129,13 @@ pub fn merge(inputs: &[Input], partial: bool) -> Result<SavedReport, String> {
         thresholds: Vec::new(),
         aborted_by: reports.iter().find_map(|rep| rep.aborted_by.clone()),
         interrupted: reports.iter().any(|rep| rep.interrupted),
+        // The shards of one run share a --run-id; differing ids are kept
+        // nowhere rather than picking one.
+        run_id: first
+            .run_id
+            .clone()
+            .filter(|id| reports.iter().all(|rep| rep.run_id.as_ref() == Some(id))),
+        outputs: reports.iter().flat_map(|rep| rep.outputs.clone()).collect(),
     })
 }
 

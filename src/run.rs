@@ -120,7 +120,7 @@ impl Session {
         } = self;
         drop(spawned);
         finish_thresholds(&mut report, text);
-        sinks.finished(&report);
+        sinks.finished(&mut report);
         save(&report, output)?;
         let verdict = Verdict::of(&report, dead(&report.runs));
         Ok((report, verdict))

@@ -16,12 +16,15 @@ use crate::report::{Report, RunReport};
 use std::time::Duration;
 
 pub mod dashboard;
+pub mod metrics;
 
 /// What the command line asked for beyond the terminal and the report files.
 #[derive(Clone, Debug, Default)]
 pub struct SinkSpec {
     /// `--dashboard`: serve the live page here.
     pub dashboard: Option<std::net::SocketAddr>,
+    /// `--run-id`, `--tag`, `--out` and `--metrics-addr`.
+    pub metrics: metrics::MetricsSpec,
 }
 
 /// A run about to start: one URL of `volley run` or a plan, or one level of
@@ -40,14 +43,19 @@ pub struct RunStart<'a> {
 pub trait Sink: Observer {
     fn run_started(&mut self, _run: &RunStart) {}
     fn run_finished(&mut self, _run: &RunReport) {}
-    /// The invocation is over; the report is final. A sink flushes what it
-    /// still holds here, within a bounded time.
-    fn finished(&mut self, _report: &Report) {}
+    /// The invocation is over; the report is final but for what the sinks
+    /// add about themselves (a metric output's dropped batches). A sink
+    /// flushes what it still holds here, within a bounded time.
+    fn finished(&mut self, _report: &mut Report) {}
 }
 
 /// The sinks of one invocation.
 #[derive(Default)]
-pub struct Sinks(Vec<Box<dyn Sink>>);
+pub struct Sinks {
+    sinks: Vec<Box<dyn Sink>>,
+    /// Recorded in the report when the invocation ends.
+    run_id: Option<String>,
+}
 
 impl Sinks {
     /// Starts the sinks the command line asked for.
@@ -56,23 +64,29 @@ impl Sinks {
         if let Some(addr) = spec.dashboard {
             sinks.push(Box::new(dashboard::Dashboard::start(addr)?));
         }
+        if spec.metrics.any() {
+            sinks.push(Box::new(metrics::Metrics::start(&spec.metrics)?));
+        }
+        sinks.run_id = Some(spec.metrics.run_id.clone()).filter(|id| !id.is_empty());
         Ok(sinks)
     }
 
     pub fn push(&mut self, sink: Box<dyn Sink>) {
-        self.0.push(sink);
+        self.sinks.push(sink);
     }
 
     pub fn run_started(&mut self, run: &RunStart) {
-        self.0.iter_mut().for_each(|s| s.run_started(run));
+        self.sinks.iter_mut().for_each(|s| s.run_started(run));
     }
 
     pub fn run_finished(&mut self, run: &RunReport) {
-        self.0.iter_mut().for_each(|s| s.run_finished(run));
+        self.sinks.iter_mut().for_each(|s| s.run_finished(run));
     }
 
-    pub fn finished(&mut self, report: &Report) {
-        self.0.iter_mut().for_each(|s| s.finished(report));
+    /// Records the run id in the report and lets every sink finish.
+    pub fn finished(&mut self, report: &mut Report) {
+        report.run_id = self.run_id.clone();
+        self.sinks.iter_mut().for_each(|s| s.finished(report));
     }
 
     /// An observer that feeds `first` (the terminal view) and then every sink.
@@ -90,18 +104,18 @@ pub struct Fanout<'a> {
 impl Observer for Fanout<'_> {
     fn warmup_done(&mut self, warmup: &PhaseSummary) {
         self.first.warmup_done(warmup);
-        self.sinks.0.iter_mut().for_each(|s| s.warmup_done(warmup));
+        self.sinks.sinks.iter_mut().for_each(|s| s.warmup_done(warmup));
     }
 
     fn row(&mut self, row: &SeriesRow, steps: &[SeriesRow]) {
         self.first.row(row, steps);
-        self.sinks.0.iter_mut().for_each(|s| s.row(row, steps));
+        self.sinks.sinks.iter_mut().for_each(|s| s.row(row, steps));
     }
 
     fn interval_snapshot(&mut self, interval: &Snapshot, total: &Snapshot) {
         self.first.interval_snapshot(interval, total);
         self.sinks
-            .0
+            .sinks
             .iter_mut()
             .for_each(|s| s.interval_snapshot(interval, total));
     }
@@ -109,7 +123,7 @@ impl Observer for Fanout<'_> {
     fn tick(&mut self, elapsed: Duration, so_far: &Snapshot, last: Option<&SeriesRow>) {
         self.first.tick(elapsed, so_far, last);
         self.sinks
-            .0
+            .sinks
             .iter_mut()
             .for_each(|s| s.tick(elapsed, so_far, last));
     }

@@ -204,6 +204,11 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
         start_at.clone(),
         "--json".to_string(),
     ]);
+    // The shards' metric outputs share one `run` label unless the user
+    // named the run.
+    if !args.iter().any(|a| a == "--run-id" || a.starts_with("--run-id=")) {
+        args.extend(["--run-id".to_string(), format!("{}-{start_at}", opts.name)]);
+    }
     let mut requests = serde_json::Map::new();
     if let Some(cpu) = &opts.cpu {
         requests.insert("cpu".to_string(), json!(cpu));
@@ -315,7 +320,9 @@ mod tests {
                 "$(JOB_COMPLETION_INDEX)/3",
                 "--start-at",
                 "1970-01-01T00:00:30Z",
-                "--json"
+                "--json",
+                "--run-id",
+                "load-1970-01-01T00:00:30Z"
             ]
         );
     }

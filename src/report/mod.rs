@@ -64,6 +64,31 @@ pub struct Report<P = Plan> {
     pub aborted_by: Option<String>,
     /// Whether Ctrl-C cut the invocation short.
     pub interrupted: bool,
+    /// `--run-id` (generated when not given): the `run` label of the
+    /// metric outputs. Absent in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// `--out`: what each metric output delivered and dropped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<OutputReport>,
+}
+
+/// One `--out` destination's delivery, as the run ended.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OutputReport {
+    /// `prometheus` or `otlp`.
+    pub kind: String,
+    pub url: String,
+    /// Batches (one per interval) handed to the output.
+    pub batches: u64,
+    pub delivered: u64,
+    /// Batches the receiver never got: down, too slow, refusing, or the
+    /// queue was full.
+    pub dropped: u64,
+    /// Prometheus: `native` or `classic` (when the receiver refused native
+    /// histograms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -509,6 +534,8 @@ impl Report {
             thresholds: Vec::new(),
             aborted_by: None,
             interrupted: false,
+            run_id: None,
+            outputs: Vec::new(),
         }
     }
 }

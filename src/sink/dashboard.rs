@@ -148,7 +148,7 @@ impl Sink for Dashboard {
         );
     }
 
-    fn finished(&mut self, report: &Report) {
+    fn finished(&mut self, report: &mut Report) {
         self.publish("final", &report_data(report));
         self.hub.close();
         self.hub.drain(FINAL_DELIVERY);
