@@ -6,16 +6,21 @@
 use super::hostile::{count, frame, h2_accept, run_assigning_plan, run_hostile, serve, status_block};
 use super::support::exclusive;
 use serde_json::Value;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 /// After volley's first HEADERS (stream `id`), writes `offence(id)` and
-/// then stays silent, reading nothing, until volley goes away.
+/// then stays silent until volley goes away (at most 5 s). It waits by
+/// reading, not sleeping, so its thread ends when volley closes: volley
+/// reconnects at once after each refusal, and a thread kept per closed
+/// connection would pile up by the thousand.
 fn offend(mut conn: TcpStream, offence: fn(u32) -> Vec<u8>) {
     if let Some(id) = h2_accept(&mut conn) {
         let _ = conn.write_all(&offence(id));
-        std::thread::sleep(Duration::from_secs(5));
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut sink = [0u8; 4096];
+        while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
     }
 }
 
