@@ -204,7 +204,12 @@ pub async fn run(
                 true
             }
             StepKind::Exec { command, assign } => {
-                exec(ctx, &mut state, step, command, *assign, iteration, started).await
+                // Boxed: a child process's future is kilobytes, and an
+                // unboxed one would widen every connection loop's future
+                // (10,000 connections: 64 MB became 218 MB of peak RSS)
+                // even in runs with no `exec`; one allocation beside a
+                // process spawn is nothing.
+                Box::pin(exec(ctx, &mut state, step, command, *assign, iteration, started)).await
             }
             StepKind::Request(request) => {
                 send_all(
