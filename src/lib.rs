@@ -23,6 +23,7 @@ pub mod net;
 pub mod plan;
 pub mod recorder;
 pub mod report;
+pub mod request;
 pub mod run;
 pub mod sample;
 pub mod scenario;

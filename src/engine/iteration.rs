@@ -10,6 +10,7 @@
 use super::exchange::{Slot, WorkerCtx, classify, micros_between, round_trip};
 use super::feed::Ticket;
 use crate::http1::{self, Capture};
+use crate::request::{Fields, Request};
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
 use crate::scenario::template::{Scope, Source, VarRef, json_path, write_value};
 use crate::scenario::{Body, RequestStep, Scenario, StepKind};
@@ -43,6 +44,8 @@ pub struct IterationState {
     request: Vec<u8>,
     url: Vec<u8>,
     body: Vec<u8>,
+    /// The rendered header fields (and the cookie line).
+    fields: Fields,
     capture: Capture,
     order: Vec<usize>,
     rng: u64,
@@ -452,6 +455,7 @@ fn render(
         request: out,
         url,
         body,
+        fields,
         ..
     } = state;
     let scope = IterScope {
@@ -476,29 +480,26 @@ fn render(
         Body::Template(t) => t.render(&scope, body)?,
         Body::Bytes(bytes) => body.extend_from_slice(bytes),
     }
-    // The same encoder and override rules as `volley run`'s request; only
-    // the header values and the cookie line are the plan's own.
-    out.clear();
-    let rules = request.overrides;
-    http1::request::write_start(out, &request.method, path, &target.host_header, rules);
-    http1::request::write_url_auth(out, target, rules);
+    // The same request and override rules as `volley run`'s; only the
+    // header values and the cookie line are the plan's own.
+    fields.clear();
     for (name, value) in &request.headers {
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        value.render(&scope, out)?;
-        out.extend_from_slice(b"\r\n");
+        fields.push_with(name, |out| value.render(&scope, out))?;
     }
     if !cookies.is_empty() {
-        out.extend_from_slice(b"Cookie: ");
-        for (i, cookie) in cookies.iter().enumerate() {
-            if i > 0 {
-                out.extend_from_slice(b"; ");
+        fields.push_with("Cookie", |out| {
+            for (i, cookie) in cookies.iter().enumerate() {
+                if i > 0 {
+                    out.extend_from_slice(b"; ");
+                }
+                out.extend_from_slice(cookie.as_bytes());
             }
-            out.extend_from_slice(cookie.as_bytes());
-        }
-        out.extend_from_slice(b"\r\n");
+            Ok::<(), String>(())
+        })?;
     }
-    http1::request::write_end(out, &request.method, body, rules, ctx.shared.keepalive);
+    let sent = Request::to(target, &request.method, path, fields, request.overrides, body);
+    out.clear();
+    http1::request::encode(out, &sent, ctx.shared.keepalive);
     Ok(())
 }
 

@@ -1,5 +1,15 @@
-//! Serialises the request once, before the run.
+//! Writes a [`Request`] as HTTP/1.1 bytes: the run's one request once,
+//! before the run (repeated for pipelined rounds), a plan's requests into a
+//! reused buffer per send.
+//!
+//! What belongs to HTTP/1.1 alone is added here: the request line, `Host`
+//! (unless the user's headers set it), `Connection: close` without
+//! keep-alive; every other field, and which of them the user's headers
+//! replace, is the [`Request`]'s.
 
+// Where `plan` looks for the framing check (the rules are the request's).
+use crate::request::{Fields, Request};
+pub use crate::request::{Overrides, check_framing};
 use crate::target::Target;
 
 /// The exact bytes of one request, reused for every send.
@@ -14,124 +24,47 @@ pub struct RequestBytes {
     pub is_head: bool,
 }
 
-/// Headers volley adds unless the user set them.
-const USER_AGENT: &str = concat!("volley/", env!("CARGO_PKG_VERSION"));
-
-/// Which of volley's own header fields the user's headers replace: the one
-/// set of rules for `volley run -H` and a plan's `headers`. Worked out once
-/// from the header names (known before the run), never per request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Overrides {
-    host: bool,
-    user_agent: bool,
-    /// `Content-Length` or `Transfer-Encoding`: the user frames the body.
-    framing: bool,
-    connection: bool,
-    /// The user's own `Authorization` wins over the URL's credentials.
-    authorization: bool,
-}
-
-impl Overrides {
-    /// The overrides of headers with these names (any case).
-    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Overrides {
-        let mut rules = Overrides::default();
-        for name in names {
-            let is = |other: &str| name.eq_ignore_ascii_case(other);
-            rules.host |= is("host");
-            rules.user_agent |= is("user-agent");
-            rules.framing |= is("content-length") || is("transfer-encoding");
-            rules.connection |= is("connection");
-            rules.authorization |= is("authorization");
-        }
-        rules
-    }
-}
-
-/// Refuses a user's framing header that could contradict the body volley
-/// sends (the body's bytes past a too-small length would be read as the
-/// next request on the connection). `value` and `body` are `None` when they
-/// are templates, whose length is known only per request. A
-/// `Content-Length` equal to the body's length is fine (it replaces
-/// volley's own); `Transfer-Encoding` never is: volley sends every body with
-/// its length. The error says what to drop.
-pub fn check_framing(name: &str, value: Option<&str>, body: Option<&[u8]>) -> Result<(), String> {
-    if name.eq_ignore_ascii_case("transfer-encoding") {
-        return Err(format!(
-            "header '{name}': volley sends every body with its Content-Length; drop the header"
-        ));
-    }
-    if !name.eq_ignore_ascii_case("content-length") {
-        return Ok(());
-    }
-    match (value, body) {
-        // Digits only (RFC 9110 section 8.6): Rust's parse takes a sign.
-        (Some(value), Some(body))
-            if value.trim().bytes().all(|b| b.is_ascii_digit())
-                && value.trim().parse::<u64>().ok() == Some(body.len() as u64) =>
-        {
-            Ok(())
-        }
-        (Some(value), Some(body)) => Err(format!(
-            "header '{name}: {value}' contradicts the {}-byte body; drop the header (volley sends the body's length)",
-            body.len()
-        )),
-        _ => Err(format!(
-            "header '{name}' with a templated value or body, whose length changes per request; drop the header (volley sends each body's length)"
-        )),
-    }
-}
-
 /// Writes one `name: value` header line.
-pub fn write_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    out.extend_from_slice(name.as_bytes());
+fn header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
 
-/// Starts a request: the request line, then `Host` and `User-Agent` unless
-/// the user's headers (written next, by the caller) replace them.
-pub fn write_start(out: &mut Vec<u8>, method: &str, target: &[u8], host: &str, rules: Overrides) {
-    out.extend_from_slice(method.as_bytes());
+/// Appends `request` to `out`: the request line, `Host`, the request's
+/// fields, `Connection: close` without keep-alive (unless the user's headers
+/// set `Connection`), the blank line and the body. Allocates nothing beyond
+/// `out`'s growth.
+pub fn encode(out: &mut Vec<u8>, request: &Request, keepalive: bool) {
+    let rules = request.overrides;
+    out.extend_from_slice(request.method.as_bytes());
     out.push(b' ');
-    out.extend_from_slice(if target.is_empty() { b"/" } else { target });
+    out.extend_from_slice(request.path_or_root());
     out.extend_from_slice(b" HTTP/1.1\r\n");
     if !rules.host {
-        write_header(out, "Host", host.as_bytes());
+        header(out, b"Host", request.authority.as_bytes());
     }
-    if !rules.user_agent {
-        write_header(out, "User-Agent", USER_AGENT.as_bytes());
-    }
-}
-
-/// Writes the Basic `Authorization` of the URL's credentials, unless the
-/// user's headers carry their own.
-pub fn write_url_auth(out: &mut Vec<u8>, target: &Target, rules: Overrides) {
-    if let Some(auth) = &target.basic_auth
-        && !rules.authorization
-    {
-        write_header(out, "Authorization", auth.header_value().as_bytes());
-    }
-}
-
-/// Ends a request after the user's headers: the body's length when there is
-/// a body or the method expects one (RFC 9110 section 8.6), unless the user
-/// framed it; `Connection: close` without keep-alive; the blank line; the
-/// body. Writes no allocation of its own (the length goes through `io::Write`).
-pub fn write_end(out: &mut Vec<u8>, method: &str, body: &[u8], rules: Overrides, keepalive: bool) {
-    let expects_body = matches!(method, "POST" | "PUT" | "PATCH");
-    if (!body.is_empty() || expects_body) && !rules.framing {
-        use std::io::Write as _;
-        let _ = write!(out, "Content-Length: {}\r\n", body.len());
-    }
+    request.for_each_field(|name, value| header(out, name, value));
     if !keepalive && !rules.connection {
-        write_header(out, "Connection", b"close");
+        header(out, b"Connection", b"close");
     }
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(body);
+    out.extend_from_slice(request.body);
 }
 
 impl RequestBytes {
+    /// `request` as HTTP/1.1, once.
+    pub fn encode(request: &Request, keepalive: bool) -> RequestBytes {
+        let mut bytes = Vec::with_capacity(128 + request.body.len());
+        encode(&mut bytes, request, keepalive);
+        RequestBytes {
+            single: bytes.len(),
+            bytes,
+            is_head: request.is_head(),
+        }
+    }
+
     /// Builds `METHOD path HTTP/1.1` with Host, the user's headers, a body
     /// length when there is a body, and `Connection: close` when each request
     /// gets its own connection. User headers override Host and User-Agent.
@@ -142,25 +75,13 @@ impl RequestBytes {
         body: &[u8],
         keepalive: bool,
     ) -> RequestBytes {
+        let fields = Fields::of(headers);
         let rules = Overrides::of(headers.iter().map(|(n, _)| n.as_str()));
-        let mut bytes = Vec::with_capacity(128 + body.len());
-        write_start(
-            &mut bytes,
-            method,
-            target.path_and_query.as_bytes(),
-            &target.host_header,
-            rules,
-        );
-        write_url_auth(&mut bytes, target, rules);
-        for (name, value) in headers {
-            write_header(&mut bytes, name, value.as_bytes());
-        }
-        write_end(&mut bytes, method, body, rules, keepalive);
-        RequestBytes {
-            single: bytes.len(),
-            bytes,
-            is_head: method.eq_ignore_ascii_case("HEAD"),
-        }
+        let path = target.path_and_query.as_bytes();
+        RequestBytes::encode(
+            &Request::to(target, method, path, &fields, rules, body),
+            keepalive,
+        )
     }
 
     /// Repeats the request for pipelined rounds of up to `depth` requests.

@@ -12,7 +12,7 @@ pub mod list;
 pub mod template;
 pub mod yaml;
 
-use crate::http1::request::{Overrides, check_framing};
+use crate::request::{Overrides, check_framing};
 use file::{ActionDef, BodyDef, FileError, ItemDef, ItemsDef, PlanFile, Settings};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
