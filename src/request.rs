@@ -276,9 +276,7 @@ mod tests {
         assert_eq!(fields.iter().count(), 2, "a failed field is not added");
         fields.clear();
         assert!(fields.is_empty());
-        fields
-            .push_with("D", |out| Ok::<_, ()>(out.extend_from_slice(b"4")))
-            .unwrap();
+        fields.push("D", b"4");
         assert_eq!(fields.iter().collect::<Vec<_>>(), [(&b"D"[..], &b"4"[..])]);
     }
 

@@ -1,26 +1,28 @@
 //! The one request loop.
 //!
 //! Every load model runs through `connection_loop`: it asks the [`Feed`]
-//! for a ticket and hands it to a driver below it: `exchange::exchange` sends the
-//! pre-built request (one, or a pipelined round) and records each response;
-//! [`iteration::run`] walks a plan file's steps. Both use the pieces in
+//! for a ticket and either sends the run's pre-built request (one, or a
+//! pipelined round) and records each response, or hands the ticket to
+//! [`iteration::run`], which walks a plan file's steps. Both send through
+//! the loop's protocol [`Driver`] and record with the pieces in
 //! [`super::exchange`], so the loop and the drivers never call each other
 //! back.
 
-use super::Protocol;
-use super::exchange::{Slot, WorkerCtx, exchange};
-use super::feed::Feed;
+use super::driver::{Driver, Outgoing};
+use super::exchange::{WorkerCtx, fail, record_response};
+use super::feed::{Feed, Ticket};
 use super::iteration::{self, IterationState};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use std::task::Poll;
+use std::time::Instant;
 
-/// What a loop keeps across requests and phases: its connection and, for a
-/// plan file, the scenario's per-connection buffers and variables (made on
-/// first use).
+/// What a loop keeps across requests and phases: its protocol driver (and
+/// so its connection) and, for a plan file, the scenario's per-connection
+/// buffers and variables (both made on first use).
 #[derive(Default)]
 pub struct LoopSlot {
-    pub(super) conn: Slot,
+    driver: Option<Driver>,
     iteration: Option<Box<IterationState>>,
 }
 
@@ -74,9 +76,7 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
 /// says stop. Each round sends up to `--pipeline` requests in one write (one
 /// without pipelining) and reads their responses in order.
 async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed: &Feed) -> LoopSlot {
-    if ctx.shared.protocol == Protocol::Http2 && slot.conn.h2.is_none() {
-        slot.conn.h2 = Some(ctx.next_lane());
-    }
+    let driver = slot.driver.get_or_insert_with(|| Driver::new(ctx));
     let mut since_yield = 0u32;
     while let Some(ticket) = feed.next(index).await {
         since_yield += ticket.count;
@@ -85,11 +85,34 @@ async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed
             tokio::task::yield_now().await;
         }
         match &ctx.shared.scenario {
-            Some(scenario) => {
-                iteration::run(ctx, &mut slot.conn, &mut slot.iteration, ticket, scenario).await
-            }
-            None => exchange(ctx, &mut slot.conn, ticket).await,
+            Some(scenario) => iteration::run(ctx, driver, &mut slot.iteration, ticket, scenario).await,
+            None => send_prepared(ctx, driver, ticket).await,
         }
     }
     slot
+}
+
+/// One round of the run's pre-built request: `ticket.count` requests (a
+/// pipelined round over HTTP/1.1), each response recorded as it comes.
+/// Every response must be complete within the request timeout of the
+/// actual send.
+async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) {
+    // The closed model's ticket is taken at the moment of sending.
+    let sent_at = if ctx.shared.open_model {
+        Instant::now()
+    } else {
+        ticket.intended
+    };
+    if ctx.shared.open_model {
+        let delay = sent_at.saturating_duration_since(ticket.intended);
+        ctx.recorder.borrow_mut().record_send_delay(delay, ticket.queued);
+    }
+    let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.timeout);
+    let outgoing = Outgoing::Prepared { count: ticket.count };
+    let round = driver.round_trip(ctx, outgoing, deadline, |head| {
+        record_response(ctx, ticket, sent_at, head)
+    });
+    if let Err(lost) = round.await {
+        fail(ctx, &lost.err, ticket, sent_at, lost.count);
+    }
 }

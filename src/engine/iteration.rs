@@ -7,7 +7,8 @@
 //! as well as the totals. A failed request ends the iteration (later steps
 //! depend on it); a failed assertion is counted and the iteration goes on.
 
-use super::exchange::{Slot, WorkerCtx, classify, micros_between, round_trip};
+use super::driver::{Driver, Outgoing};
+use super::exchange::{WorkerCtx, classify, micros_between};
 use super::feed::Ticket;
 use crate::http1::{self, Capture};
 use crate::request::{Fields, Request};
@@ -151,11 +152,11 @@ fn fail_step(ctx: &WorkerCtx, stat: usize, err: &RequestError, from: Instant) {
     );
 }
 
-/// Runs one iteration of `scenario` on the slot's connection, with the
+/// Runs one iteration of `scenario` through the loop's driver, with the
 /// state `kept` from the connection's previous iteration (none at first).
 pub async fn run(
     ctx: &WorkerCtx,
-    slot: &mut Slot,
+    driver: &mut Driver,
     kept: &mut Option<Box<IterationState>>,
     ticket: Ticket,
     scenario: &Scenario,
@@ -217,7 +218,7 @@ pub async fn run(
             StepKind::Request(request) => {
                 send_all(
                     ctx,
-                    slot,
+                    driver,
                     &mut state,
                     step.stat,
                     request,
@@ -232,10 +233,7 @@ pub async fn run(
         }
     }
     if scenario.settings.new_conn_per_iter == Some(true) {
-        slot.stream = None;
-        if let Some(lane) = &slot.h2 {
-            lane.new_connection();
-        }
+        driver.new_connection();
     }
     *kept = Some(state);
 }
@@ -330,7 +328,7 @@ fn check(
 /// Sends a request step once, or once per picked item; false if one failed.
 async fn send_all(
     ctx: &WorkerCtx,
-    slot: &mut Slot,
+    driver: &mut Driver,
     state: &mut IterationState,
     stat: usize,
     request: &RequestStep,
@@ -338,7 +336,7 @@ async fn send_all(
     intended: &mut Option<Instant>,
 ) -> bool {
     let Some(items) = &request.items else {
-        return send_one(ctx, slot, state, stat, request, None, 0, iteration, intended).await;
+        return send_one(ctx, driver, state, stat, request, None, 0, iteration, intended).await;
     };
     state.order.clear();
     state.order.extend(0..items.values.len());
@@ -353,7 +351,7 @@ async fn send_all(
         let index = state.order[k];
         if !send_one(
             ctx,
-            slot,
+            driver,
             state,
             stat,
             request,
@@ -374,7 +372,7 @@ async fn send_all(
 #[allow(clippy::too_many_arguments)]
 async fn send_one(
     ctx: &WorkerCtx,
-    slot: &mut Slot,
+    driver: &mut Driver,
     state: &mut IterationState,
     stat: usize,
     request: &RequestStep,
@@ -392,8 +390,18 @@ async fn send_one(
     let from = intended.take().unwrap_or(started);
     let full = request.assign.is_some();
     state.capture.clear(full);
-    let is_head = request.method == "HEAD";
-    let result = round_trip(ctx, slot, &state.request, is_head, Some(&mut state.capture)).await;
+    let outgoing = Outgoing::Rendered {
+        http1: &state.request,
+        is_head: request.method == "HEAD",
+        capture: &mut state.capture,
+    };
+    let deadline = tokio::time::Instant::now() + ctx.shared.timeout;
+    let mut answer = None;
+    let result = driver
+        .round_trip(ctx, outgoing, deadline, |head| answer = Some(head))
+        .await
+        .map_err(|lost| lost.err)
+        .and_then(|()| answer.ok_or_else(unanswered));
     let now = Instant::now();
     match result {
         Ok(_) if state.capture.overflowed => {
@@ -438,6 +446,15 @@ async fn send_one(
             false
         }
     }
+}
+
+/// A round trip of one request ends with its answer or an error; this
+/// stands for the error should it ever end with neither.
+fn unanswered() -> RequestError {
+    RequestError::new(
+        ErrorKind::Protocol,
+        ErrorDetail::Static("the request ended without a response"),
+    )
 }
 
 /// Writes the request of a step into `state.request`.

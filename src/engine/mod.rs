@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod connection;
+pub mod driver;
 pub mod exchange;
 pub mod feed;
 pub mod iteration;

@@ -1,0 +1,289 @@
+//! The protocol driver below both request loops: one connection's (or one
+//! HTTP/2 lane's) [`Driver`] and its one [`Driver::round_trip`].
+//!
+//! The protocol is settled once per run ([`super::Protocol`]) and becomes
+//! the driver's variant when a loop starts; everything the two protocols
+//! share (the deadline, connecting when needed, dropping a connection that
+//! failed or was closed, handing each response on in order) is written here
+//! once. HTTP/1.1 owns a connection per loop and may pipeline a round of
+//! requests on it; over HTTP/2 each loop is a lane on a connection shared by
+//! `--streams` loops (see [`crate::http2`]). Nothing here locks or
+//! allocates per request.
+
+use super::exchange::WorkerCtx;
+use crate::http1::{Capture, ResponseHead, ResponseReader};
+use crate::http2::Lane;
+use crate::net::Stream;
+use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use std::task::Poll;
+use tokio::io::AsyncWrite;
+use tokio::time::Instant;
+
+/// One request loop's way to the server, kept across requests and phases.
+pub enum Driver {
+    /// A connection of its own.
+    H1(H1),
+    /// A place on an HTTP/2 connection shared with other loops.
+    H2(Lane),
+}
+
+/// An HTTP/1.1 connection's state.
+#[derive(Default)]
+pub struct H1 {
+    stream: Option<Stream>,
+    reader: ResponseReader,
+    /// Set while a request is on the wire; a connection left busy (its
+    /// request was cancelled) is reconnected before reuse.
+    busy: bool,
+}
+
+/// What a round sends.
+pub enum Outgoing<'a> {
+    /// `count` of the run's one request, encoded before the run; over
+    /// HTTP/1.1 they go out pipelined in one write.
+    Prepared { count: u32 },
+    /// A plan's request, rendered for this send (as HTTP/1.1 bytes), and
+    /// where its response's headers and body go.
+    Rendered {
+        http1: &'a [u8],
+        is_head: bool,
+        capture: &'a mut Capture,
+    },
+}
+
+/// Requests of a round that got no response, and why.
+#[derive(Debug)]
+pub struct Lost {
+    pub err: RequestError,
+    pub count: u32,
+}
+
+/// How writing a request ended.
+enum Written {
+    /// Every byte went out.
+    All,
+    /// The server answered, closed or failed the connection before the
+    /// request was fully written (a `413` to a large body): its response,
+    /// if it sent one, is in the reader's buffer or on the socket; the
+    /// write's own error, if any, is what to count when there is none.
+    Cut(Option<RequestError>),
+}
+
+impl Driver {
+    /// The driver of the run's protocol for a new loop.
+    pub(super) fn new(ctx: &WorkerCtx) -> Driver {
+        match ctx.shared.protocol {
+            super::Protocol::Http1 => Driver::H1(H1::default()),
+            super::Protocol::Http2 => Driver::H2(ctx.next_lane()),
+        }
+    }
+
+    /// Sends a round and reads its responses, handing each response's head
+    /// to `answered` in order, all before `deadline`; connects first when
+    /// there is no usable connection. A connection that failed, that the
+    /// server closes, or that keep-alive is off for is dropped. On an error
+    /// returns how many requests of the round got no response (over HTTP/2
+    /// a round is one request).
+    pub(super) async fn round_trip(
+        &mut self,
+        ctx: &WorkerCtx,
+        outgoing: Outgoing<'_>,
+        deadline: Instant,
+        mut answered: impl FnMut(ResponseHead),
+    ) -> Result<(), Lost> {
+        let timed_out = || RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(ctx.shared.timeout));
+        let lane = match self {
+            Driver::H1(conn) => return conn.round_trip(ctx, outgoing, deadline, answered).await,
+            Driver::H2(lane) => lane,
+        };
+        let shared = &ctx.shared;
+        let keepalive = shared.keepalive;
+        let exchange = async {
+            match outgoing {
+                Outgoing::Prepared { .. } => {
+                    let request = shared
+                        .h2_request
+                        .as_ref()
+                        .expect("HTTP/2 runs encode their request");
+                    lane.round_trip(&ctx.connector, &ctx.recorder, request, None, keepalive)
+                        .await
+                }
+                Outgoing::Rendered { http1, capture, .. } => {
+                    let https = shared.target.tls;
+                    lane.round_trip_http1(
+                        &ctx.connector,
+                        &ctx.recorder,
+                        http1,
+                        https,
+                        Some(capture),
+                        keepalive,
+                    )
+                    .await
+                }
+            }
+        };
+        match tokio::time::timeout_at(deadline, exchange)
+            .await
+            .unwrap_or_else(|_| Err(timed_out()))
+        {
+            Ok(head) => {
+                answered(head);
+                Ok(())
+            }
+            Err(err) => Err(Lost { err, count: 1 }),
+        }
+    }
+
+    /// Sends the next request on a new connection (a plan's
+    /// `new_conn_per_iter`).
+    pub(super) fn new_connection(&mut self) {
+        match self {
+            Driver::H1(conn) => conn.stream = None,
+            Driver::H2(lane) => lane.new_connection(),
+        }
+    }
+}
+
+impl H1 {
+    /// [`Driver::round_trip`] over HTTP/1.1: one write of the round's
+    /// requests, then their responses in order.
+    async fn round_trip(
+        &mut self,
+        ctx: &WorkerCtx,
+        outgoing: Outgoing<'_>,
+        deadline: Instant,
+        mut answered: impl FnMut(ResponseHead),
+    ) -> Result<(), Lost> {
+        let shared = &ctx.shared;
+        let timed_out = || RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(shared.timeout));
+        let (bytes, first, count, is_head, mut capture) = match outgoing {
+            Outgoing::Prepared { count } => {
+                let request = &shared.request;
+                (
+                    request.repeat_slice(count),
+                    request.single,
+                    count,
+                    request.is_head,
+                    None,
+                )
+            }
+            Outgoing::Rendered {
+                http1,
+                is_head,
+                capture,
+            } => (http1, http1.len(), 1, is_head, Some(capture)),
+        };
+        let send = self.connect_and_write(ctx, bytes, first);
+        let cut = match tokio::time::timeout_at(deadline, send)
+            .await
+            .unwrap_or_else(|_| Err(timed_out()))
+        {
+            Ok(Written::All) => None,
+            Ok(Written::Cut(write_err)) => Some(write_err),
+            Err(err) => {
+                self.stream = None;
+                return Err(Lost { err, count });
+            }
+        };
+        for done in 0..count {
+            let stream = self.stream.as_mut().expect("connected by connect_and_write");
+            let read = self
+                .reader
+                .read_response_into(stream, &ctx.sink, is_head, capture.as_deref_mut());
+            let head = match tokio::time::timeout_at(deadline, read)
+                .await
+                .unwrap_or_else(|_| Err(timed_out()))
+            {
+                Ok(head) => head,
+                Err(err) => {
+                    // This request and every later one of the round are
+                    // lost; a request cut short failed as its write did.
+                    self.stream = None;
+                    let err = cut.flatten().unwrap_or(err);
+                    return Err(Lost {
+                        err,
+                        count: count - done,
+                    });
+                }
+            };
+            answered(head);
+            if head.close || !shared.keepalive || cut.is_some() {
+                self.stream = None;
+                let unanswered = count - done - 1;
+                if unanswered > 0 {
+                    let err = RequestError::new(
+                        ErrorKind::Reset,
+                        ErrorDetail::Static(
+                            "the server closed the connection with pipelined requests unanswered",
+                        ),
+                    );
+                    return Err(Lost {
+                        err,
+                        count: unanswered,
+                    });
+                }
+                return Ok(());
+            }
+        }
+        self.busy = false;
+        Ok(())
+    }
+
+    /// Connects if there is no usable connection (none yet, or one left
+    /// mid-request), marks it busy and writes `bytes` (whose first request
+    /// is `first` bytes long), listening for an early answer while the
+    /// socket is full.
+    async fn connect_and_write(
+        &mut self,
+        ctx: &WorkerCtx,
+        bytes: &[u8],
+        first: usize,
+    ) -> Result<Written, RequestError> {
+        if self.busy || self.stream.is_none() {
+            self.stream = None;
+            self.stream = Some(ctx.connector.connect(&ctx.recorder).await?);
+            self.reader.clear();
+        }
+        self.busy = true;
+        let stream = self.stream.as_mut().expect("connected just above");
+        Ok(write_listening(stream, &mut self.reader, bytes, first).await)
+    }
+}
+
+/// Writes `bytes`; whenever the socket is full while the first request
+/// (`first` bytes) is still going out, reads what the server sent
+/// meanwhile, so a server that answers before the body is all sent (and
+/// stops reading) is heard rather than waited on until the timeout. Once
+/// the first request is out, a response is the pipelined answer to it, not
+/// an early one, so later bytes are just written. A request that fits the
+/// socket at once costs nothing more.
+async fn write_listening(
+    stream: &mut Stream,
+    reader: &mut ResponseReader,
+    bytes: &[u8],
+    first: usize,
+) -> Written {
+    let mut written = 0;
+    std::future::poll_fn(|cx| {
+        while written < bytes.len() {
+            match std::pin::Pin::new(&mut *stream).poll_write(cx, &bytes[written..]) {
+                Poll::Ready(Ok(0)) => {
+                    let err = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                    return Poll::Ready(Written::Cut(Some(RequestError::from_io(err))));
+                }
+                Poll::Ready(Ok(n)) => written += n,
+                Poll::Ready(Err(err)) => return Poll::Ready(Written::Cut(Some(RequestError::from_io(err)))),
+                Poll::Pending if written >= first => return Poll::Pending,
+                Poll::Pending => {
+                    return match reader.poll_early_answer(stream, cx) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready(Ok(())) => Poll::Ready(Written::Cut(None)),
+                        Poll::Ready(Err(err)) => Poll::Ready(Written::Cut(Some(err))),
+                    };
+                }
+            }
+        }
+        Poll::Ready(Written::All)
+    })
+    .await
+}
