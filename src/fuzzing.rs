@@ -8,6 +8,7 @@
 use crate::http1::{BodySink, ResponseReader};
 use crate::http2::H2Request;
 use crate::net::Stream;
+use crate::request::{Fields, Request};
 use crate::scenario::template::{Names, Scope, Template, VarRef};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -74,10 +75,17 @@ pub fn http1_responses(data: &[u8]) {
 /// as the server's bytes after the preface.
 pub fn http2_server_bytes(data: &[u8]) {
     let (piece, rest) = split(data);
-    let request = H2Request::from_http1(
-        b"POST /fuzz HTTP/1.1\r\nHost: fuzz.test\r\nContent-Length: 5\r\n\r\nhello",
-        false,
-    )
+    let fields = Fields::default();
+    let request = H2Request::new(&Request {
+        method: "POST",
+        https: false,
+        authority: "fuzz.test",
+        path: b"/fuzz",
+        url_auth: None,
+        fields: &fields,
+        overrides: Default::default(),
+        body: b"hello",
+    })
     .expect("a valid request");
     let io = RUNTIME.with(|rt| {
         let _entered = rt.enter();

@@ -11,9 +11,10 @@
 //! allocates per request.
 
 use super::exchange::WorkerCtx;
-use crate::http1::{Capture, ResponseHead, ResponseReader};
+use crate::http1::{self, Capture, ResponseHead, ResponseReader};
 use crate::http2::Lane;
 use crate::net::Stream;
+use crate::request::Request;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use std::task::Poll;
 use tokio::io::AsyncWrite;
@@ -27,9 +28,19 @@ pub enum Driver {
     H2(Lane),
 }
 
-/// An HTTP/1.1 connection's state.
+/// An HTTP/1.1 loop's connection, and the buffer its plan requests are
+/// encoded into.
 #[derive(Default)]
 pub struct H1 {
+    socket: Socket,
+    /// A plan's request, encoded for each send (the run's own is encoded
+    /// once, in [`super::Shared`]).
+    scratch: Vec<u8>,
+}
+
+/// The connection itself, reused across requests and phases.
+#[derive(Default)]
+struct Socket {
     stream: Option<Stream>,
     reader: ResponseReader,
     /// Set while a request is on the wire; a connection left busy (its
@@ -42,11 +53,10 @@ pub enum Outgoing<'a> {
     /// `count` of the run's one request, encoded before the run; over
     /// HTTP/1.1 they go out pipelined in one write.
     Prepared { count: u32 },
-    /// A plan's request, rendered for this send (as HTTP/1.1 bytes), and
-    /// where its response's headers and body go.
+    /// A plan's request, rendered for this send, and where its response's
+    /// headers and body go; the driver encodes it for its protocol.
     Rendered {
-        http1: &'a [u8],
-        is_head: bool,
+        request: &'a Request<'a>,
         capture: &'a mut Capture,
     },
 }
@@ -91,9 +101,8 @@ impl Driver {
         deadline: Instant,
         mut answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
-        let timed_out = || RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(ctx.shared.timeout));
         let lane = match self {
-            Driver::H1(conn) => return conn.round_trip(ctx, outgoing, deadline, answered).await,
+            Driver::H1(h1) => return h1.round_trip(ctx, outgoing, deadline, answered).await,
             Driver::H2(lane) => lane,
         };
         let shared = &ctx.shared;
@@ -108,24 +117,13 @@ impl Driver {
                     lane.round_trip(&ctx.connector, &ctx.recorder, request, None, keepalive)
                         .await
                 }
-                Outgoing::Rendered { http1, capture, .. } => {
-                    let https = shared.target.tls;
-                    lane.round_trip_http1(
-                        &ctx.connector,
-                        &ctx.recorder,
-                        http1,
-                        https,
-                        Some(capture),
-                        keepalive,
-                    )
-                    .await
+                Outgoing::Rendered { request, capture } => {
+                    lane.round_trip_rendered(&ctx.connector, &ctx.recorder, request, Some(capture), keepalive)
+                        .await
                 }
             }
         };
-        match tokio::time::timeout_at(deadline, exchange)
-            .await
-            .unwrap_or_else(|_| Err(timed_out()))
-        {
+        match within(ctx, deadline, exchange).await {
             Ok(head) => {
                 answered(head);
                 Ok(())
@@ -138,7 +136,7 @@ impl Driver {
     /// `new_conn_per_iter`).
     pub(super) fn new_connection(&mut self) {
         match self {
-            Driver::H1(conn) => conn.stream = None,
+            Driver::H1(h1) => h1.socket.stream = None,
             Driver::H2(lane) => lane.new_connection(),
         }
     }
@@ -155,7 +153,6 @@ impl H1 {
         mut answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
         let shared = &ctx.shared;
-        let timed_out = || RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(shared.timeout));
         let (bytes, first, count, is_head, mut capture) = match outgoing {
             Outgoing::Prepared { count } => {
                 let request = &shared.request;
@@ -167,38 +164,39 @@ impl H1 {
                     None,
                 )
             }
-            Outgoing::Rendered {
-                http1,
-                is_head,
-                capture,
-            } => (http1, http1.len(), 1, is_head, Some(capture)),
+            Outgoing::Rendered { request, capture } => {
+                self.scratch.clear();
+                http1::request::encode(&mut self.scratch, request, shared.keepalive);
+                (
+                    &self.scratch[..],
+                    self.scratch.len(),
+                    1,
+                    request.is_head(),
+                    Some(capture),
+                )
+            }
         };
-        let send = self.connect_and_write(ctx, bytes, first);
-        let cut = match tokio::time::timeout_at(deadline, send)
-            .await
-            .unwrap_or_else(|_| Err(timed_out()))
-        {
+        let socket = &mut self.socket;
+        let send = socket.connect_and_write(ctx, bytes, first);
+        let cut = match within(ctx, deadline, send).await {
             Ok(Written::All) => None,
             Ok(Written::Cut(write_err)) => Some(write_err),
             Err(err) => {
-                self.stream = None;
+                socket.stream = None;
                 return Err(Lost { err, count });
             }
         };
         for done in 0..count {
-            let stream = self.stream.as_mut().expect("connected by connect_and_write");
-            let read = self
+            let stream = socket.stream.as_mut().expect("connected by connect_and_write");
+            let read = socket
                 .reader
                 .read_response_into(stream, &ctx.sink, is_head, capture.as_deref_mut());
-            let head = match tokio::time::timeout_at(deadline, read)
-                .await
-                .unwrap_or_else(|_| Err(timed_out()))
-            {
+            let head = match within(ctx, deadline, read).await {
                 Ok(head) => head,
                 Err(err) => {
                     // This request and every later one of the round are
                     // lost; a request cut short failed as its write did.
-                    self.stream = None;
+                    socket.stream = None;
                     let err = cut.flatten().unwrap_or(err);
                     return Err(Lost {
                         err,
@@ -208,7 +206,7 @@ impl H1 {
             };
             answered(head);
             if head.close || !shared.keepalive || cut.is_some() {
-                self.stream = None;
+                socket.stream = None;
                 let unanswered = count - done - 1;
                 if unanswered > 0 {
                     let err = RequestError::new(
@@ -225,10 +223,28 @@ impl H1 {
                 return Ok(());
             }
         }
-        self.busy = false;
+        socket.busy = false;
         Ok(())
     }
+}
 
+/// The outcome of `work`, or a timeout once `deadline` has passed (the
+/// request timeout, from the actual send).
+async fn within<T>(
+    ctx: &WorkerCtx,
+    deadline: Instant,
+    work: impl Future<Output = Result<T, RequestError>>,
+) -> Result<T, RequestError> {
+    let timeout = ctx.shared.timeout;
+    tokio::time::timeout_at(deadline, work).await.unwrap_or_else(|_| {
+        Err(RequestError::new(
+            ErrorKind::Timeout,
+            ErrorDetail::Timeout(timeout),
+        ))
+    })
+}
+
+impl Socket {
     /// Connects if there is no usable connection (none yet, or one left
     /// mid-request), marks it busy and writes `bytes` (whose first request
     /// is `first` bytes long), listening for an early answer while the

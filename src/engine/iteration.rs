@@ -42,7 +42,6 @@ pub struct IterationState {
     vars: Vec<Option<Var>>,
     /// Cookies set during this iteration, `name=value`.
     cookies: Vec<String>,
-    request: Vec<u8>,
     url: Vec<u8>,
     body: Vec<u8>,
     /// The rendered header fields (and the cookie line).
@@ -382,17 +381,29 @@ async fn send_one(
     intended: &mut Option<Instant>,
 ) -> bool {
     let started = Instant::now();
-    if let Err(e) = render(ctx, state, request, item, index, iteration) {
-        let err = RequestError::new(ErrorKind::Assert, ErrorDetail::Text(e));
-        fail_step(ctx, stat, &err, started);
-        return false;
-    }
+    let path_at = match render(ctx, state, request, item, index, iteration) {
+        Ok(at) => at,
+        Err(e) => {
+            let err = RequestError::new(ErrorKind::Assert, ErrorDetail::Text(e));
+            fail_step(ctx, stat, &err, started);
+            return false;
+        }
+    };
     let from = intended.take().unwrap_or(started);
     let full = request.assign.is_some();
     state.capture.clear(full);
+    let target = &ctx.shared.target;
+    let path = &state.url[path_at..];
+    let sent = Request::to(
+        target,
+        &request.method,
+        path,
+        &state.fields,
+        request.overrides,
+        &state.body,
+    );
     let outgoing = Outgoing::Rendered {
-        http1: &state.request,
-        is_head: request.method == "HEAD",
+        request: &sent,
         capture: &mut state.capture,
     };
     let deadline = tokio::time::Instant::now() + ctx.shared.timeout;
@@ -457,7 +468,8 @@ fn unanswered() -> RequestError {
     )
 }
 
-/// Writes the request of a step into `state.request`.
+/// Renders the parts of a step's request into `state`'s buffers (its URL,
+/// header fields and body); returns where in the URL its path starts.
 fn render(
     ctx: &WorkerCtx,
     state: &mut IterationState,
@@ -465,11 +477,10 @@ fn render(
     item: Option<&Value>,
     index: usize,
     iteration: u64,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     let IterationState {
         vars,
         cookies,
-        request: out,
         url,
         body,
         fields,
@@ -491,6 +502,7 @@ fn render(
             target.origin
         )
     })?;
+    let path_at = url.len() - path.len();
     body.clear();
     match &request.body {
         Body::None => {}
@@ -514,10 +526,7 @@ fn render(
             Ok::<(), String>(())
         })?;
     }
-    let sent = Request::to(target, &request.method, path, fields, request.overrides, body);
-    out.clear();
-    http1::request::encode(out, &sent, ctx.shared.keepalive);
-    Ok(())
+    Ok(path_at)
 }
 
 /// The path of `url`: itself when relative, or what follows the origin when

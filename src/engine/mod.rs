@@ -19,6 +19,7 @@ use crate::http1::RequestBytes;
 use crate::http2::H2Request;
 use crate::plan::{Plan, StatusSet, Warmup, share};
 use crate::recorder::Snapshot;
+use crate::request::{Fields, Overrides, Request};
 use crate::shape::LoadProfile;
 use crate::sys::CpuTime;
 use crate::target::Target;
@@ -220,13 +221,16 @@ pub fn run(
     observer: &mut dyn Observer,
 ) -> Result<RunResult, EngineError> {
     let settled = protocol::settle(plan, target).map_err(EngineError::Setup)?;
-    let request = RequestBytes::build(&plan.method, target, &plan.headers, &plan.body, plan.keepalive);
+    // The run's one request, encoded once for the protocol it speaks.
+    let fields = Fields::of(&plan.headers);
+    let overrides = Overrides::of(plan.headers.iter().map(|(name, _)| name.as_str()));
+    let path = target.path_and_query.as_bytes();
+    let neutral = Request::to(target, &plan.method, path, &fields, overrides, &plan.body);
+    let request = RequestBytes::encode(&neutral, plan.keepalive);
     let h2_request = match settled.protocol {
-        Protocol::Http2 => Some(
-            H2Request::from_http1(request.repeat_slice(1), target.tls).map_err(|e| {
-                EngineError::Setup(format!("the request cannot be sent over HTTP/2: {}", e.message()))
-            })?,
-        ),
+        Protocol::Http2 => Some(H2Request::new(&neutral).map_err(|e| {
+            EngineError::Setup(format!("the request cannot be sent over HTTP/2: {}", e.message()))
+        })?),
         Protocol::Http1 => None,
     };
     let threads = plan.threads;

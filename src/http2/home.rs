@@ -14,6 +14,7 @@ use super::request::H2Request;
 use crate::http1::{Capture, ResponseHead};
 use crate::net::{Connector, Stream};
 use crate::recorder::Recorder;
+use crate::request::Request;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -38,7 +39,7 @@ pub struct Home {
 pub struct Lane {
     home: Rc<Home>,
     index: usize,
-    /// A plan's requests, re-encoded for each send.
+    /// A plan's requests, encoded for each send.
     scratch: H2Request,
 }
 
@@ -188,17 +189,17 @@ impl Lane {
         }
     }
 
-    /// A plan's request (serialised as HTTP/1.1) over HTTP/2.
-    pub async fn round_trip_http1(
+    /// A plan's request, encoded for this send into the lane's own
+    /// buffers.
+    pub async fn round_trip_rendered(
         &mut self,
         connector: &Connector,
         recorder: &RefCell<Recorder>,
-        http1: &[u8],
-        https: bool,
+        request: &Request<'_>,
         capture: Option<&mut Capture>,
         keepalive: bool,
     ) -> Result<ResponseHead, RequestError> {
-        self.scratch.fill(http1, https)?;
+        self.scratch.encode(request)?;
         self.round_trip(connector, recorder, &self.scratch, capture, keepalive)
             .await
     }

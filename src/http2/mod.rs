@@ -11,7 +11,7 @@
 //! go out in one write.
 //!
 //! Layout: `frame` reads and writes frame headers and control frames;
-//! `request` turns a serialised HTTP/1.1 request into a header block;
+//! `request` encodes a [`crate::request::Request`] as a header block;
 //! `hpack` decodes response header blocks;
 //! `machine` is one connection's frame state machine (bytes in, finished
 //! streams and frames to send out, no socket); `conn` is its socket and the

@@ -1,10 +1,12 @@
-//! A request as HTTP/2 sends it, derived from its HTTP/1.1 serialisation.
+//! A [`Request`] as HTTP/2 sends it: a header block and the body.
 //!
-//! Every request volley sends is first written as HTTP/1.1 bytes (the run's
-//! one request, or a plan's templated ones), so HTTP/2 translates those
-//! rather than keeping a second request builder: the request line becomes
-//! the pseudo-headers, Host becomes `:authority`, connection-specific
-//! headers are dropped (RFC 9113 section 8.2.2) and names are lower-cased.
+//! The request's method, scheme, authority and path become the
+//! pseudo-headers; its fields follow with names lower-cased, and those
+//! that mean something only to an HTTP/1.1 connection are dropped (RFC
+//! 9113 section 8.2.2). The fields are encoded straight from the request,
+//! and checked the way an HTTP/1.1 parser would check them (a field HTTP/2
+//! cannot carry is an error, never a malformed frame on the wire); values
+//! lose the spaces around them, as on HTTP/1.1.
 //!
 //! [`H2Request::block`] uses only HPACK's static table and literals
 //! "without indexing", so it depends on no connection's state. The run's
@@ -14,7 +16,8 @@
 //! browsers and h2load do, which spares the server parsing the same
 //! literals on every request.
 
-use crate::sample::{ErrorKind, RequestError};
+use crate::request::Request;
+use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 
 /// An encoded header block and the body that follows it.
 #[derive(Clone, Debug, Default)]
@@ -61,6 +64,174 @@ const SCHEME_HTTP: u8 = 6;
 const SCHEME_HTTPS: u8 = 7;
 
 impl H2Request {
+    /// The run's one request, encoded once before the run: its block and,
+    /// when its fields fit the server's table, their [`Indexed`] forms.
+    pub fn new(request: &Request) -> Result<H2Request, RequestError> {
+        let mut encoded = H2Request::default();
+        encoded.encode(request)?;
+        let mut fields = Vec::new();
+        each_field(request, |n, v| fields.push((n.to_ascii_lowercase(), v.to_vec())))?;
+        encoded.indexed = index(&fields);
+        Ok(encoded)
+    }
+
+    /// Encodes `request` into this one, reusing its buffers (a plan's
+    /// request, for each send); no indexed forms.
+    pub fn encode(&mut self, request: &Request) -> Result<(), RequestError> {
+        self.block.clear();
+        self.body.clear();
+        self.indexed = None;
+        self.is_head = request.is_head();
+        let block = &mut self.block;
+        each_field(request, |name, value| plain(block, name, value))?;
+        self.body.extend_from_slice(request.body);
+        Ok(())
+    }
+}
+
+/// Calls `field` with each field of the request's header block in order,
+/// pseudo-headers first; values without the spaces around them. Checks
+/// what an HTTP/1.1 parser would (a token method and field names, a path
+/// and values without control characters) and drops connection-specific
+/// fields; a request that fails a check cannot be sent over HTTP/2.
+fn each_field(request: &Request, mut field: impl FnMut(&[u8], &[u8])) -> Result<(), RequestError> {
+    let method = request.method.as_bytes();
+    let path = request.path_or_root();
+    if method.is_empty() || !method.iter().all(|b| is_token(*b)) || !path.iter().all(|b| is_uri(*b)) {
+        return Err(cannot_send());
+    }
+    // `:authority` is the user's `Host` when they set one, as on HTTP/1.1.
+    let mut authority = Some(request.authority.as_bytes());
+    if request.overrides.host {
+        authority = request
+            .fields
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(b"host"))
+            .map(|(_, value)| trim(value));
+    }
+    field(b":method", method);
+    field(b":scheme", if request.https { b"https" } else { b"http" });
+    if let Some(authority) = authority {
+        if !authority.iter().all(|b| is_value(*b)) {
+            return Err(cannot_send());
+        }
+        field(b":authority", authority);
+    }
+    field(b":path", path);
+    let mut valid = true;
+    request.for_each_field(|name, value| {
+        let value = trim(value);
+        valid &= !name.is_empty() && name.iter().all(|b| is_token(*b)) && value.iter().all(|b| is_value(*b));
+        let connection_specific = CONNECTION_SPECIFIC
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n.as_bytes()));
+        let te_not_trailers = name.eq_ignore_ascii_case(b"te") && !value.eq_ignore_ascii_case(b"trailers");
+        if valid && !connection_specific && !te_not_trailers {
+            field(name, value);
+        }
+    });
+    if valid { Ok(()) } else { Err(cannot_send()) }
+}
+
+fn cannot_send() -> RequestError {
+    RequestError::new(
+        ErrorKind::Protocol,
+        ErrorDetail::Static("request cannot be sent over HTTP/2"),
+    )
+}
+
+/// A token character (RFC 9110 section 5.6.2): methods and field names.
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A character of a request target: visible, no space.
+fn is_uri(b: u8) -> bool {
+    b > b' ' && b != 0x7f
+}
+
+/// A character of a field value: visible, space or tab.
+fn is_value(b: u8) -> bool {
+    b == b'\t' || (b >= b' ' && b != 0x7f)
+}
+
+/// `value` without leading and trailing spaces and tabs.
+fn trim(value: &[u8]) -> &[u8] {
+    let blank = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = value.iter().position(|b| !blank(b)).unwrap_or(value.len());
+    let end = value.iter().rposition(|b| !blank(b)).map_or(start, |i| i + 1);
+    &value[start..end]
+}
+
+/// Appends one field to a block that depends on no table state: a static
+/// entry for the common methods and the scheme, a literal with a static
+/// name for the other pseudo-headers, else a literal with its name (lower
+/// case), none of them indexed.
+fn plain(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    match (name, value) {
+        (b":method", b"GET") => indexed(out, METHOD_GET),
+        (b":method", b"POST") => indexed(out, METHOD_POST),
+        (b":scheme", b"http") => indexed(out, SCHEME_HTTP),
+        (b":scheme", b"https") => indexed(out, SCHEME_HTTPS),
+        _ => match static_name(name) {
+            Some(index) => literal_indexed_name(out, index, value),
+            None => {
+                out.push(0); // literal without indexing, new name
+                string(out, name, true);
+                string(out, value, false);
+            }
+        },
+    }
+}
+
+/// The [`Indexed`] forms of a block of these fields (names in lower case),
+/// or `None` when they do not fit the default table together.
+fn index(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Indexed> {
+    let static_only = |n: &[u8], v: &[u8]| match (n, v) {
+        (b":method", b"GET") => Some(METHOD_GET),
+        (b":method", b"POST") => Some(METHOD_POST),
+        (b":scheme", b"http") => Some(SCHEME_HTTP),
+        (b":scheme", b"https") => Some(SCHEME_HTTPS),
+        (b":path", b"/") => Some(PATH),
+        _ => None,
+    };
+    let added: Vec<&(Vec<u8>, Vec<u8>)> = fields
+        .iter()
+        .filter(|(n, v)| static_only(n, v).is_none())
+        .collect();
+    let size: usize = added.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
+    if size > DEFAULT_TABLE_SIZE {
+        return None;
+    }
+    let mut forms = Indexed::default();
+    let mut position = 0;
+    for (name, value) in fields {
+        if let Some(index) = static_only(name, value) {
+            indexed(&mut forms.first, index);
+            indexed(&mut forms.repeat, index);
+            continue;
+        }
+        // Literal with incremental indexing: 01 and a 6-bit name index.
+        match static_name(name) {
+            Some(index) => integer(&mut forms.first, 0x40, 6, index as usize),
+            None => {
+                forms.first.push(0x40);
+                string(&mut forms.first, name, false);
+            }
+        }
+        string(&mut forms.first, value, false);
+        // The newest entry is 62: the last added has the lowest index.
+        let index = FIRST_DYNAMIC + added.len() - 1 - position;
+        integer(&mut forms.repeat, 0x80, 7, index);
+        position += 1;
+    }
+    Some(forms)
+}
+
+/// The translation from HTTP/1.1 bytes the direct encoder replaces, kept
+/// as the oracle the tests below compare it with.
+#[cfg(test)]
+impl H2Request {
     pub fn from_http1(http1: &[u8], https: bool) -> Result<H2Request, RequestError> {
         let mut request = H2Request::default();
         request.fill(http1, https)?;
@@ -75,45 +246,7 @@ impl H2Request {
         super::hpack::Decoder::default()
             .decode(&self.block, true, |n, v| fields.push((n.to_vec(), v.to_vec())))
             .ok()?;
-        let static_only = |n: &[u8], v: &[u8]| match (n, v) {
-            (b":method", b"GET") => Some(METHOD_GET),
-            (b":method", b"POST") => Some(METHOD_POST),
-            (b":scheme", b"http") => Some(SCHEME_HTTP),
-            (b":scheme", b"https") => Some(SCHEME_HTTPS),
-            (b":path", b"/") => Some(PATH),
-            _ => None,
-        };
-        let added: Vec<&(Vec<u8>, Vec<u8>)> = fields
-            .iter()
-            .filter(|(n, v)| static_only(n, v).is_none())
-            .collect();
-        let size: usize = added.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
-        if size > DEFAULT_TABLE_SIZE {
-            return None;
-        }
-        let mut forms = Indexed::default();
-        let mut position = 0;
-        for (name, value) in &fields {
-            if let Some(index) = static_only(name, value) {
-                indexed(&mut forms.first, index);
-                indexed(&mut forms.repeat, index);
-                continue;
-            }
-            // Literal with incremental indexing: 01 and a 6-bit name index.
-            match static_name(name) {
-                Some(index) => integer(&mut forms.first, 0x40, 6, index as usize),
-                None => {
-                    forms.first.push(0x40);
-                    string(&mut forms.first, name, false);
-                }
-            }
-            string(&mut forms.first, value, false);
-            // The newest entry is 62: the last added has the lowest index.
-            let index = FIRST_DYNAMIC + added.len() - 1 - position;
-            integer(&mut forms.repeat, 0x80, 7, index);
-            position += 1;
-        }
-        Some(forms)
+        index(&fields)
     }
 
     /// Re-encodes `http1` into this request, reusing its buffers.
@@ -305,5 +438,155 @@ mod tests {
     #[test]
     fn garbage_is_an_error() {
         assert!(H2Request::from_http1(b"not http", false).is_err());
+    }
+
+    /// The direct encoder gives, byte for byte, what translating the same
+    /// request's HTTP/1.1 bytes gave: the block, the indexed forms, the
+    /// body, HEAD-ness, and the same refusals.
+    #[test]
+    fn direct_encoding_matches_the_http1_translation() {
+        use crate::request::{Fields, Overrides};
+        use crate::target::Target;
+        let long = "v".repeat(300);
+        let big = "b".repeat(5000);
+        // Method, URL, headers, body, keep-alive.
+        type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a [u8], bool);
+        let cases: Vec<Case> = vec![
+            ("GET", "http://127.0.0.1:3000/", vec![], b"", true),
+            (
+                "GET",
+                "https://example.test:8443/a/b?x=1&y=2",
+                vec![("X-A", "1")],
+                b"",
+                true,
+            ),
+            (
+                "POST",
+                "http://example.test/api",
+                vec![("Content-Type", "application/json")],
+                b"{}",
+                true,
+            ),
+            ("PUT", "http://example.test/put", vec![], b"", false),
+            (
+                "HEAD",
+                "https://example.test/",
+                vec![("Accept", "*/*")],
+                b"",
+                true,
+            ),
+            ("DELETE", "http://u:p@example.test/x", vec![], b"", true),
+            (
+                "GET",
+                "http://u:p@example.test/x",
+                vec![("authorization", "Bearer t")],
+                b"",
+                true,
+            ),
+            (
+                "GET",
+                "http://example.test/",
+                vec![("Host", "other.test:1"), ("user-agent", "me")],
+                b"",
+                true,
+            ),
+            (
+                "POST",
+                "http://example.test/",
+                vec![("content-length", "5")],
+                b"hello",
+                true,
+            ),
+            (
+                "GET",
+                "http://example.test/",
+                vec![
+                    ("Connection", "keep-alive"),
+                    ("Keep-Alive", "5"),
+                    ("Upgrade", "h2c"),
+                    ("Proxy-Connection", "x"),
+                    ("TE", "gzip"),
+                ],
+                b"",
+                false,
+            ),
+            (
+                "GET",
+                "http://example.test/",
+                vec![("te", " Trailers ")],
+                b"",
+                true,
+            ),
+            (
+                "GET",
+                "http://example.test/",
+                vec![("X-Space", "  padded \t"), ("X-Empty", "")],
+                b"",
+                true,
+            ),
+            (
+                "GET",
+                "http://example.test/",
+                vec![("X-Long", &long), ("X-Obs", "caf\u{e9}")],
+                b"",
+                true,
+            ),
+            ("GET", "http://example.test/", vec![("X-Big", &big)], b"", true),
+            (
+                "PATCH",
+                "http://example.test/",
+                vec![("Cookie", "a=1; b=2")],
+                &[0, 1, 2, 255],
+                true,
+            ),
+            // Refused by both: a control character, a name that is not a
+            // token, a space in the path.
+            (
+                "GET",
+                "http://example.test/",
+                vec![("X-Bad", "a\u{1}b")],
+                b"",
+                true,
+            ),
+            ("GET", "http://example.test/", vec![("X Bad", "1")], b"", true),
+        ];
+        let (mut compared, mut refused) = (0, 0);
+        for (method, url, headers, body, keepalive) in cases {
+            let target = Target::parse(url).unwrap();
+            let pairs: Vec<(String, String)> = headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
+            let fields = Fields::of(&pairs);
+            let rules = Overrides::of(headers.iter().map(|(n, _)| *n));
+            let path = target.path_and_query.as_bytes();
+            let request = Request::to(&target, method, path, &fields, rules, body);
+            let mut http1 = Vec::new();
+            crate::http1::request::encode(&mut http1, &request, keepalive);
+            let old = H2Request::from_http1(&http1, target.tls);
+            let new = H2Request::new(&request);
+            let context = format!("{method} {url} {headers:?}");
+            match (old, new) {
+                (Ok(old), Ok(new)) => {
+                    assert_eq!(old.block, new.block, "{context}");
+                    assert_eq!(old.body, new.body, "{context}");
+                    assert_eq!(old.is_head, new.is_head, "{context}");
+                    let forms =
+                        |r: &H2Request| r.indexed.as_ref().map(|i| (i.first.clone(), i.repeat.clone()));
+                    assert_eq!(forms(&old), forms(&new), "{context}");
+                    let mut reused = H2Request::new(&request).unwrap();
+                    reused.encode(&request).unwrap();
+                    assert_eq!(reused.block, old.block, "{context}");
+                    compared += 1;
+                }
+                (Err(_), Err(_)) => refused += 1,
+                (old, new) => panic!("{context}: {old:?} against {new:?}"),
+            }
+        }
+        assert_eq!((compared, refused), (15, 2));
+        let target = Target::parse("http://example.test/").unwrap();
+        let fields = Fields::default();
+        let spaced = Request::to(&target, "GET", b"/a b", &fields, Overrides::default(), b"");
+        assert!(H2Request::new(&spaced).is_err());
     }
 }
