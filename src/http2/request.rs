@@ -228,81 +228,6 @@ fn index(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Indexed> {
     Some(forms)
 }
 
-/// The translation from HTTP/1.1 bytes the direct encoder replaces, kept
-/// as the oracle the tests below compare it with.
-#[cfg(test)]
-impl H2Request {
-    pub fn from_http1(http1: &[u8], https: bool) -> Result<H2Request, RequestError> {
-        let mut request = H2Request::default();
-        request.fill(http1, https)?;
-        request.indexed = request.index();
-        Ok(request)
-    }
-
-    /// The [`Indexed`] forms of `block`, or `None` when its fields do not
-    /// fit the default table together.
-    fn index(&self) -> Option<Indexed> {
-        let mut fields = Vec::new();
-        super::hpack::Decoder::default()
-            .decode(&self.block, true, |n, v| fields.push((n.to_vec(), v.to_vec())))
-            .ok()?;
-        index(&fields)
-    }
-
-    /// Re-encodes `http1` into this request, reusing its buffers.
-    pub fn fill(&mut self, http1: &[u8], https: bool) -> Result<(), RequestError> {
-        let invalid = || {
-            RequestError::new(
-                ErrorKind::Protocol,
-                crate::sample::ErrorDetail::Static("request cannot be sent over HTTP/2"),
-            )
-        };
-        let mut slots = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut slots);
-        let head_len = match parsed.parse(http1) {
-            Ok(httparse::Status::Complete(len)) => len,
-            _ => return Err(invalid()),
-        };
-        let (method, path) = (
-            parsed.method.ok_or_else(invalid)?,
-            parsed.path.ok_or_else(invalid)?,
-        );
-        self.block.clear();
-        self.body.clear();
-        self.is_head = method == "HEAD";
-        match method {
-            "GET" => indexed(&mut self.block, METHOD_GET),
-            "POST" => indexed(&mut self.block, METHOD_POST),
-            other => literal_indexed_name(&mut self.block, METHOD, other.as_bytes()),
-        }
-        indexed(&mut self.block, if https { SCHEME_HTTPS } else { SCHEME_HTTP });
-        if let Some(host) = parsed
-            .headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case("host"))
-        {
-            literal_indexed_name(&mut self.block, AUTHORITY, host.value);
-        }
-        literal_indexed_name(&mut self.block, PATH, path.as_bytes());
-        for header in parsed.headers.iter() {
-            if CONNECTION_SPECIFIC
-                .iter()
-                .any(|n| header.name.eq_ignore_ascii_case(n))
-            {
-                continue;
-            }
-            if header.name.eq_ignore_ascii_case("te") && !header.value.eq_ignore_ascii_case(b"trailers") {
-                continue;
-            }
-            self.block.push(0); // literal without indexing, new name
-            string(&mut self.block, header.name.as_bytes(), true);
-            string(&mut self.block, header.value, false);
-        }
-        self.body.extend_from_slice(&http1[head_len..]);
-        Ok(())
-    }
-}
-
 /// The static-table index of a pseudo-header name volley sends.
 fn static_name(name: &[u8]) -> Option<u8> {
     match name {
@@ -355,6 +280,25 @@ fn integer(out: &mut Vec<u8>, first: u8, prefix: u32, value: usize) {
 mod tests {
     use super::*;
 
+    /// `method url` with these header fields and body, encoded for HTTP/2.
+    fn encoded(
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<H2Request, RequestError> {
+        use crate::request::{Fields, Overrides};
+        let target = crate::target::Target::parse(url).unwrap();
+        let pairs: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        let fields = Fields::of(&pairs);
+        let rules = Overrides::of(headers.iter().map(|(n, _)| *n));
+        let path = target.path_and_query.as_bytes();
+        H2Request::new(&Request::to(&target, method, path, &fields, rules, body))
+    }
+
     fn decode(block: &[u8]) -> Vec<(String, String)> {
         let mut decoder = httlib_hpack::Decoder::default();
         let mut out = Vec::new();
@@ -371,11 +315,9 @@ mod tests {
 
     #[test]
     fn translates_a_request_line_and_headers() {
-        let http1 = format!(
-            "POST /api/x?y=1 HTTP/1.1\r\nHost: example.test:8443\r\nConnection: close\r\nX-Long: {}\r\nContent-Length: 2\r\n\r\nhi",
-            "a".repeat(150)
-        );
-        let request = H2Request::from_http1(http1.as_bytes(), true).unwrap();
+        let long = "a".repeat(150);
+        let headers = [("Connection", "close"), ("X-Long", long.as_str())];
+        let request = encoded("POST", "https://example.test:8443/api/x?y=1", &headers, b"hi").unwrap();
         let fields = decode(&request.block);
         let get = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
         assert_eq!(get(":method"), Some("POST"));
@@ -396,8 +338,8 @@ mod tests {
     /// decoding first then repeat yields the same fields twice.
     #[test]
     fn indexed_forms_decode_to_the_same_fields() {
-        let http1 = b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8443\r\nUser-Agent: volley/0.1.0\r\nX-A: 1\r\n\r\n";
-        let request = H2Request::from_http1(http1, true).unwrap();
+        // With volley's own User-Agent.
+        let request = encoded("GET", "https://127.0.0.1:8443/", &[("X-A", "1")], b"").unwrap();
         let plain = decode(&request.block);
         let indexed = request.indexed.as_ref().expect("small fields are indexed");
         assert!(indexed.repeat.len() <= 6, "{:?}", indexed.repeat);
@@ -417,18 +359,14 @@ mod tests {
             assert_eq!(fields, plain);
         }
         // Fields too large for the default table together are not indexed.
-        let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n", "b".repeat(5000));
-        assert!(
-            H2Request::from_http1(big.as_bytes(), true)
-                .unwrap()
-                .indexed
-                .is_none()
-        );
+        let big = "b".repeat(5000);
+        let request = encoded("GET", "https://a/", &[("X-Big", big.as_str())], b"").unwrap();
+        assert!(request.indexed.is_none());
     }
 
     #[test]
     fn other_methods_are_literals() {
-        let request = H2Request::from_http1(b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", false).unwrap();
+        let request = encoded("HEAD", "http://a/", &[], b"").unwrap();
         let fields = decode(&request.block);
         assert_eq!(fields[0], (":method".into(), "HEAD".into()));
         assert_eq!(fields[1], (":scheme".into(), "http".into()));
@@ -437,156 +375,64 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error() {
-        assert!(H2Request::from_http1(b"not http", false).is_err());
+        assert!(encoded("GET", "http://a/", &[("X-Bad", "a\u{1}b")], b"").is_err());
+        assert!(encoded("GET", "http://a/", &[("X Bad", "1")], b"").is_err());
+        assert!(encoded("GE T", "http://a/", &[], b"").is_err());
     }
 
-    /// The direct encoder gives, byte for byte, what translating the same
-    /// request's HTTP/1.1 bytes gave: the block, the indexed forms, the
-    /// body, HEAD-ness, and the same refusals.
+    /// What translating the HTTP/1.1 bytes did, kept by the direct
+    /// encoder: the user's Host is the authority, connection-specific
+    /// fields go, `te: trailers` stays, values lose their outer spaces.
     #[test]
-    fn direct_encoding_matches_the_http1_translation() {
-        use crate::request::{Fields, Overrides};
-        use crate::target::Target;
-        let long = "v".repeat(300);
-        let big = "b".repeat(5000);
-        // Method, URL, headers, body, keep-alive.
-        type Case<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a [u8], bool);
-        let cases: Vec<Case> = vec![
-            ("GET", "http://127.0.0.1:3000/", vec![], b"", true),
-            (
-                "GET",
-                "https://example.test:8443/a/b?x=1&y=2",
-                vec![("X-A", "1")],
-                b"",
-                true,
-            ),
-            (
-                "POST",
-                "http://example.test/api",
-                vec![("Content-Type", "application/json")],
-                b"{}",
-                true,
-            ),
-            ("PUT", "http://example.test/put", vec![], b"", false),
-            (
-                "HEAD",
-                "https://example.test/",
-                vec![("Accept", "*/*")],
-                b"",
-                true,
-            ),
-            ("DELETE", "http://u:p@example.test/x", vec![], b"", true),
-            (
-                "GET",
-                "http://u:p@example.test/x",
-                vec![("authorization", "Bearer t")],
-                b"",
-                true,
-            ),
-            (
-                "GET",
-                "http://example.test/",
-                vec![("Host", "other.test:1"), ("user-agent", "me")],
-                b"",
-                true,
-            ),
-            (
-                "POST",
-                "http://example.test/",
-                vec![("content-length", "5")],
-                b"hello",
-                true,
-            ),
-            (
-                "GET",
-                "http://example.test/",
-                vec![
-                    ("Connection", "keep-alive"),
-                    ("Keep-Alive", "5"),
-                    ("Upgrade", "h2c"),
-                    ("Proxy-Connection", "x"),
-                    ("TE", "gzip"),
-                ],
-                b"",
-                false,
-            ),
-            (
-                "GET",
-                "http://example.test/",
-                vec![("te", " Trailers ")],
-                b"",
-                true,
-            ),
-            (
-                "GET",
-                "http://example.test/",
-                vec![("X-Space", "  padded \t"), ("X-Empty", "")],
-                b"",
-                true,
-            ),
-            (
-                "GET",
-                "http://example.test/",
-                vec![("X-Long", &long), ("X-Obs", "caf\u{e9}")],
-                b"",
-                true,
-            ),
-            ("GET", "http://example.test/", vec![("X-Big", &big)], b"", true),
-            (
-                "PATCH",
-                "http://example.test/",
-                vec![("Cookie", "a=1; b=2")],
-                &[0, 1, 2, 255],
-                true,
-            ),
-            // Refused by both: a control character, a name that is not a
-            // token, a space in the path.
-            (
-                "GET",
-                "http://example.test/",
-                vec![("X-Bad", "a\u{1}b")],
-                b"",
-                true,
-            ),
-            ("GET", "http://example.test/", vec![("X Bad", "1")], b"", true),
+    fn fields_follow_the_http1_rules() {
+        let headers = [
+            ("Host", " other.test:1 "),
+            ("Keep-Alive", "5"),
+            ("Upgrade", "h2c"),
+            ("Proxy-Connection", "x"),
+            ("Transfer-Encoding", "chunked"),
+            ("TE", "trailers"),
+            ("X-Pad", "\t v \t"),
         ];
-        let (mut compared, mut refused) = (0, 0);
-        for (method, url, headers, body, keepalive) in cases {
-            let target = Target::parse(url).unwrap();
-            let pairs: Vec<(String, String)> = headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect();
-            let fields = Fields::of(&pairs);
-            let rules = Overrides::of(headers.iter().map(|(n, _)| *n));
-            let path = target.path_and_query.as_bytes();
-            let request = Request::to(&target, method, path, &fields, rules, body);
-            let mut http1 = Vec::new();
-            crate::http1::request::encode(&mut http1, &request, keepalive);
-            let old = H2Request::from_http1(&http1, target.tls);
-            let new = H2Request::new(&request);
-            let context = format!("{method} {url} {headers:?}");
-            match (old, new) {
-                (Ok(old), Ok(new)) => {
-                    assert_eq!(old.block, new.block, "{context}");
-                    assert_eq!(old.body, new.body, "{context}");
-                    assert_eq!(old.is_head, new.is_head, "{context}");
-                    let forms =
-                        |r: &H2Request| r.indexed.as_ref().map(|i| (i.first.clone(), i.repeat.clone()));
-                    assert_eq!(forms(&old), forms(&new), "{context}");
-                    let mut reused = H2Request::new(&request).unwrap();
-                    reused.encode(&request).unwrap();
-                    assert_eq!(reused.block, old.block, "{context}");
-                    compared += 1;
-                }
-                (Err(_), Err(_)) => refused += 1,
-                (old, new) => panic!("{context}: {old:?} against {new:?}"),
-            }
-        }
-        assert_eq!((compared, refused), (15, 2));
-        let target = Target::parse("http://example.test/").unwrap();
-        let fields = Fields::default();
-        let spaced = Request::to(&target, "GET", b"/a b", &fields, Overrides::default(), b"");
-        assert!(H2Request::new(&spaced).is_err());
+        let fields = decode(
+            &encoded("GET", "http://u:p@example.test/", &headers, b"")
+                .unwrap()
+                .block,
+        );
+        let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                ":method",
+                ":scheme",
+                ":authority",
+                ":path",
+                "user-agent",
+                "authorization",
+                "te",
+                "x-pad"
+            ]
+        );
+        assert_eq!(fields[2].1, "other.test:1");
+        assert_eq!(fields[5].1, "Basic dTpw");
+        assert_eq!(fields[7].1, "v");
+        let gzip = decode(&encoded("GET", "http://a/", &[("te", "gzip")], b"").unwrap().block);
+        assert!(gzip.iter().all(|(n, _)| n != "te"), "{gzip:?}");
+    }
+
+    /// A plan's request is encoded into the same buffers for every send:
+    /// the same block as a fresh encoding, without the indexed forms.
+    #[test]
+    fn encoding_again_reuses_the_buffers() {
+        let mut scratch = encoded("POST", "http://a/x", &[("X-A", "1")], b"body").unwrap();
+        assert!(scratch.indexed.is_some());
+        let (block, body) = (scratch.block.as_ptr(), scratch.body.as_ptr());
+        let fields = crate::request::Fields::default();
+        let target = crate::target::Target::parse("http://a/y").unwrap();
+        let next = Request::to(&target, "HEAD", b"/y", &fields, Default::default(), b"");
+        scratch.encode(&next).unwrap();
+        assert_eq!(scratch.block, H2Request::new(&next).unwrap().block);
+        assert!(scratch.body.is_empty() && scratch.is_head && scratch.indexed.is_none());
+        assert_eq!((scratch.block.as_ptr(), scratch.body.as_ptr()), (block, body));
     }
 }

@@ -7,7 +7,7 @@ use crate::http2::frame::FrameHead;
 
 #[test]
 fn requests_index_after_the_first_until_the_server_shrinks_the_table() {
-    let request = H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", true).unwrap();
+    let request = get_on(true);
     let indexed = request.indexed.clone().unwrap();
     let mut table = Table::Fresh;
     assert_eq!(table.pick(&request), (None, &indexed.first[..]));
@@ -27,7 +27,23 @@ fn requests_index_after_the_first_until_the_server_shrinks_the_table() {
 const STATUS_200: u8 = 0x88;
 
 fn get() -> H2Request {
-    H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", false).unwrap()
+    get_on(false)
+}
+
+/// `GET /` to a.test, over https or http.
+fn get_on(https: bool) -> H2Request {
+    let fields = crate::request::Fields::default();
+    H2Request::new(&crate::request::Request {
+        method: "GET",
+        https,
+        authority: "a.test",
+        path: b"/",
+        url_auth: None,
+        fields: &fields,
+        overrides: Default::default(),
+        body: b"",
+    })
+    .unwrap()
 }
 
 /// A machine with `lanes` streams open, what it queued so far cleared.
