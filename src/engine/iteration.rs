@@ -71,8 +71,9 @@ impl Scope for IterScope<'_> {
     fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), String> {
         let missing = || format!("'{{{{ {} }}}}' has no value", var.text);
         match &var.source {
-            Source::Iteration => out.extend_from_slice(self.iteration.to_string().as_bytes()),
-            Source::Index => out.extend_from_slice(self.index.to_string().as_bytes()),
+            // Numbers are written in place: no String per request.
+            Source::Iteration => write_number(out, self.iteration),
+            Source::Index => write_number(out, self.index as u64),
             Source::Item => write_value(
                 json_path(self.item.ok_or_else(missing)?, &var.path).ok_or_else(missing)?,
                 out,
@@ -85,7 +86,7 @@ impl Scope for IterScope<'_> {
                     write_value(json_path(&value, &var.path).ok_or_else(missing)?, out);
                 }
                 Some(Var::Response(kept)) => match var.path.first().map(String::as_str) {
-                    Some("status") => out.extend_from_slice(kept.status.to_string().as_bytes()),
+                    Some("status") => write_number(out, u64::from(kept.status)),
                     Some("body") if var.path.len() == 1 => out.extend_from_slice(&kept.body),
                     Some("body") => {
                         let json = kept
@@ -113,6 +114,13 @@ impl Scope for IterScope<'_> {
         }
         Ok(())
     }
+}
+
+/// Appends `n` in decimal (through `io::Write`, which grows `out` and
+/// allocates nothing else).
+fn write_number(out: &mut Vec<u8>, n: u64) {
+    use std::io::Write as _;
+    let _ = write!(out, "{n}");
 }
 
 impl IterationState {
