@@ -1,6 +1,7 @@
-//! The engine allocates nothing per request, over HTTP/1.1 or HTTP/2: a
-//! counting global allocator sees the same number of allocations for 2,000
-//! requests as for 20,000.
+//! The engine allocates nothing per request, over HTTP/1.1 or HTTP/2, for
+//! `volley run`'s one request and for a plan's requests rendered per
+//! iteration: a counting global allocator sees the same number of
+//! allocations for 2,000 requests as for 20,000.
 //! (Its own test binary, so the allocator counts only this process: the
 //! target runs as a separate `volley serve` process on 127.0.0.1.)
 
@@ -8,8 +9,8 @@ use clap::Parser;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use volley::cli::{Cli, Command as VolleyCommand};
 use volley::engine::{self, Silent};
 use volley::plan::Plan;
@@ -44,11 +45,16 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// `volley serve` on a free port, stopped when dropped.
+/// `volley serve` on a free port, stopped when dropped. It also holds this
+/// binary's one lock: the allocation counter is the whole process's, so
+/// the tests measure one at a time.
 struct Target {
     child: Child,
     base: String,
+    _alone: MutexGuard<'static, ()>,
 }
+
+static ALONE: Mutex<()> = Mutex::new(());
 
 impl Drop for Target {
     fn drop(&mut self) {
@@ -58,6 +64,9 @@ impl Drop for Target {
 }
 
 fn target() -> Target {
+    // A test that failed while holding the lock leaves it poisoned; the
+    // next one measures all the same.
+    let alone = ALONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(["serve", "--addr", "127.0.0.1:0"])
         .stdout(Stdio::piped())
@@ -75,7 +84,11 @@ fn target() -> Target {
         .expect("serve prints its address")
         .to_string();
     assert!(base.starts_with("http://127.0.0.1:"), "{line}");
-    Target { child, base }
+    Target {
+        child,
+        base,
+        _alone: alone,
+    }
 }
 
 fn allocations_for(requests: u64, url: &str, protocol: &[&str]) -> u64 {
@@ -131,4 +144,68 @@ fn allocations_do_not_grow_with_requests() {
             );
         }
     }
+}
+
+/// A plan's requests are rendered into each connection's reused buffers
+/// and encoded for the run's protocol on every send; none of it allocates
+/// once the buffers have grown.
+fn plan_allocations_for(requests: u64, file: &std::path::Path, protocol: &[&str]) -> u64 {
+    let n = requests.to_string();
+    let file = file.to_str().unwrap();
+    let mut args = vec![
+        "volley",
+        "plan",
+        file,
+        "-n",
+        &n,
+        "-c",
+        "8",
+        "-t",
+        "2",
+        "--interval",
+        "60s",
+    ];
+    args.extend_from_slice(protocol);
+    let VolleyCommand::Plan(args) = Cli::try_parse_from(args).unwrap().command else {
+        unreachable!()
+    };
+    let plan = Plan::from_plan_args(&args).unwrap();
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let result = engine::run(
+        &plan,
+        &plan.targets[0],
+        Arc::new(AtomicBool::new(false)),
+        &mut Silent,
+    )
+    .unwrap();
+    let spent = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    assert_eq!(result.total.ok, requests);
+    spent
+}
+
+#[test]
+fn plan_requests_allocate_nothing_per_request() {
+    let target = target();
+    let dir = std::env::temp_dir().join(format!("volley-allocations-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("plan.yml");
+    // A rendered header value and a body, so every part of the request is
+    // written per send.
+    let plan = format!(
+        "base: '{}'\nplan:\n  - name: post\n    request:\n      url: /hi?i={{{{ iteration }}}}\n      method: POST\n      body: 'n={{{{ iteration }}}}'\n      headers:\n        X-Iteration: '{{{{ iteration }}}}'\n",
+        target.base
+    );
+    std::fs::write(&file, plan).unwrap();
+    let protocols: [&[&str]; 2] = [&[], &["--http2", "--streams", "4"]];
+    for protocol in protocols {
+        plan_allocations_for(500, &file, protocol);
+        let small = plan_allocations_for(2_000, &file, protocol);
+        let large = plan_allocations_for(20_000, &file, protocol);
+        eprintln!("plan {protocol:?}: {small} allocations for 2,000 requests, {large} for 20,000");
+        assert!(
+            large <= small + 100,
+            "plan {protocol:?}: {small} allocations for 2,000 requests, {large} for 20,000"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
