@@ -16,6 +16,7 @@ use crate::http2::Lane;
 use crate::net::Stream;
 use crate::request::Request;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use futures_util::FutureExt;
 use std::task::Poll;
 use tokio::io::AsyncWrite;
 use tokio::time::Instant;
@@ -229,18 +230,23 @@ impl H1 {
 }
 
 /// The outcome of `work`, or a timeout once `deadline` has passed (the
-/// request timeout, from the actual send).
-async fn within<T>(
+/// request timeout, from the actual send). A plain function over
+/// combinators rather than an `async fn`: an `async fn` would move `work`
+/// into a state machine of its own, a copy per request that measured as
+/// 2.5% of a run's CPU in `memmove`.
+fn within<T>(
     ctx: &WorkerCtx,
     deadline: Instant,
     work: impl Future<Output = Result<T, RequestError>>,
-) -> Result<T, RequestError> {
+) -> impl Future<Output = Result<T, RequestError>> {
     let timeout = ctx.shared.timeout;
-    tokio::time::timeout_at(deadline, work).await.unwrap_or_else(|_| {
-        Err(RequestError::new(
-            ErrorKind::Timeout,
-            ErrorDetail::Timeout(timeout),
-        ))
+    tokio::time::timeout_at(deadline, work).map(move |done| {
+        done.unwrap_or_else(|_| {
+            Err(RequestError::new(
+                ErrorKind::Timeout,
+                ErrorDetail::Timeout(timeout),
+            ))
+        })
     })
 }
 
