@@ -201,18 +201,18 @@ pub fn execute(
     let peak = step
         .plans
         .iter()
-        .map(|p| p.max_connections.unwrap_or(p.connections))
+        .map(|p| p.load.max_connections.unwrap_or(p.load.connections))
         .max()
         .unwrap_or(1);
     let mut session = Session::start(&mut step.plans[0], output, peak)?;
-    let watched = step.plans[0].monitor_pid;
+    let watched = step.plans[0].watch.monitor_pid;
     for plan in &mut step.plans {
-        plan.monitor_pid = watched;
+        plan.watch.monitor_pid = watched;
     }
     let text = !output.json_stdout;
     let tty = std::io::stdout().is_terminal();
     let unit = if step.rate_steps { "req/s" } else { "connections" };
-    let url = step.plans[0].targets[0].url.clone();
+    let url = step.plans[0].request.targets[0].url.clone();
     let mut stopped_early = false;
     if text {
         println!(
@@ -233,13 +233,13 @@ pub fn execute(
             level: Some(*level),
         };
         let (run, result, aborted_by) = if text {
-            let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.duration);
-            live.watching = plan.monitor_pid.is_some();
-            let watched = session.run_one(&start, &plan.targets[0], &stop, &mut live)?;
+            let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.stop.duration);
+            live.watching = plan.watch.monitor_pid.is_some();
+            let watched = session.run_one(&start, &plan.request.targets[0], &stop, &mut live)?;
             live.finish();
             watched
         } else {
-            session.run_one(&start, &plan.targets[0], &stop, &mut Silent)?
+            session.run_one(&start, &plan.request.targets[0], &stop, &mut Silent)?
         };
         session.sinks.run_finished(&run);
         let row = level_row(*level, &run, &step.slo);
