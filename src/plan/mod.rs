@@ -11,7 +11,10 @@
 //! The [`Plan`]'s fields are grouped by concern: [`Load`] (how much, and its
 //! shape), [`Stop`] (how long), [`Request`] (what is sent), [`Transport`]
 //! (how it travels), [`Reporting`] (what is measured and judged), [`Watch`]
-//! (the target's process), then the shard it is. `--shard` splits a plan by value (`shard`). In a report the plan is one flat object, its keys in the order
+//! (the target's process), then the shard it is. Other plans are derived
+//! from one by value: `--shard` splits it (`shard`), `volley step` gives
+//! each level its own load with [`Plan::with_load`]; never through flag
+//! text. In a report the plan is one flat object, its keys in the order
 //! they have always had (`record`).
 
 mod file;
@@ -21,6 +24,7 @@ mod resolve;
 pub mod shard;
 pub mod spec;
 
+pub use file::{LoadedFile, load_file};
 pub use parse::{StatusSet, Warmup, parse_duration, parse_header, parse_warmup};
 pub use spec::{BodySource, LoadAsk, RunSpec};
 
@@ -156,7 +160,8 @@ pub struct Plan {
     /// `--start-at`: when the measured run starts (not part of the plan's
     /// identity: the report records it apart).
     pub start_at: Option<shard::StartAt>,
-    /// The load and length as asked, before defaults.
+    /// The load and length as asked, before defaults: what
+    /// [`Plan::with_load`] derives another load from.
     pub asked: LoadAsk,
 }
 
@@ -170,6 +175,24 @@ impl Plan {
     /// `--shard`; every error is one line.
     pub fn from_args(args: &RunArgs) -> Result<Plan, PlanError> {
         RunSpec::from_args(args)?.resolve()
+    }
+
+    /// This plan with another load and length, by value: what `volley
+    /// step` runs at each level. `asked` replaces the plan's own (a plan
+    /// file's settings fill what it leaves open, as they did for the plan);
+    /// the defaults and rules are the flags' ([`LoadAsk::settle`]), with the
+    /// same messages. Nothing is resolved or read again. Derive from a
+    /// whole plan: a `--shard` slice would be split again by nobody.
+    pub fn with_load(mut self, asked: LoadAsk) -> Result<Plan, PlanError> {
+        let asked = match &self.request.scenario {
+            Some(scenario) => asked.with_file_settings(&scenario.settings),
+            None => asked,
+        };
+        let (load, stop) = asked.settle(self.transport.pipeline, self.stop.delay)?;
+        self.load = load;
+        self.stop = stop;
+        self.asked = asked;
+        Ok(self)
     }
 
     /// How many connections worker `index` owns: spread evenly, the

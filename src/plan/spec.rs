@@ -6,7 +6,7 @@
 //! no file read, no /proc. [`LoadAsk`] is the load and length as asked,
 //! before defaults; [`LoadAsk::settle`] applies the defaults and the rules
 //! between them, for the flags and for every load derived later (a step
-//! level).
+//! level, see [`super::Plan::with_load`]).
 
 use super::{
     HttpVersion, Load, PlanError, Reporting, Request, StatusSet, Stop, Transport, Warmup, Watch,
@@ -213,6 +213,12 @@ impl RunSpec {
     pub fn from_args(args: &RunArgs) -> Result<RunSpec, PlanError> {
         let targets = parse_urls(&args.urls)?;
         RunSpec::new(args, targets, LoadAsk::from_args(args)?)
+    }
+
+    /// Checks `volley run`'s flags with the load `asked` instead of theirs
+    /// (`volley step`'s first level).
+    pub fn from_args_with_load(args: &RunArgs, asked: LoadAsk) -> Result<RunSpec, PlanError> {
+        RunSpec::new(args, parse_urls(&args.urls)?, asked)
     }
 
     /// Checks every flag but the URLs and the load, which the caller gives
