@@ -184,6 +184,12 @@ impl Plan {
     /// same messages. Nothing is resolved or read again. Derive from a
     /// whole plan: a `--shard` slice would be split again by nobody.
     pub fn with_load(mut self, asked: LoadAsk) -> Result<Plan, PlanError> {
+        if let Some(shard) = self.shard {
+            return Err(invalid(format!(
+                "shard {}/{} of a plan cannot take another load: derive it from the whole plan",
+                shard.index, shard.count
+            )));
+        }
         let asked = match &self.request.scenario {
             Some(scenario) => asked.with_file_settings(&scenario.settings),
             None => asked,
@@ -213,6 +219,33 @@ pub fn share(total: u64, parts: usize, index: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_load_is_derived_from_the_whole_plan_not_a_shard() {
+        use clap::Parser;
+        let plan = |extra: &[&str]| {
+            let mut all = vec!["volley", "run", "http://127.0.0.1:1/", "-c", "4", "-t", "2"];
+            all.extend(extra);
+            match crate::cli::Cli::try_parse_from(all).unwrap().command {
+                crate::cli::Command::Run(args) => Plan::from_args(&args).unwrap(),
+                _ => unreachable!(),
+            }
+        };
+        let rate = LoadAsk {
+            rate: Some(500.0),
+            connections: Some(8),
+            duration: Some(Duration::from_secs(3)),
+            ..plan(&[]).asked
+        };
+        let derived = plan(&[]).with_load(rate.clone()).unwrap();
+        assert_eq!(
+            (derived.load.connections, derived.load.rate, derived.load.threads),
+            (8, Some(500.0), 2)
+        );
+        assert_eq!(derived.stop.duration, Some(Duration::from_secs(3)));
+        let err = plan(&["--shard", "0/2"]).with_load(rate).unwrap_err().to_string();
+        assert!(err.contains("derive it from the whole plan"), "{err}");
+    }
 
     #[test]
     fn shares_add_up() {
