@@ -103,7 +103,7 @@ fn allocations_for(requests: u64, url: &str, protocol: &[&str]) -> u64 {
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     let result = engine::run(
         &plan,
-        &plan.targets[0],
+        &plan.request.targets[0],
         Arc::new(AtomicBool::new(false)),
         &mut Silent,
     )
