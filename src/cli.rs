@@ -1,7 +1,8 @@
 //! Raw command-line flags, exactly as clap parses them; no logic here.
 //!
-//! `plan::Plan::from_args` resolves and validates them, so the same checks
-//! apply whichever way a plan is built.
+//! `plan::RunSpec::from_args` checks them into a typed spec and
+//! `RunSpec::resolve` makes the plan, so the same checks apply whichever
+//! way a plan is built.
 
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;

@@ -133,7 +133,7 @@ pub fn execute(
     output: &Output,
     stop: Arc<AtomicBool>,
 ) -> Result<(Report, Verdict), EngineError> {
-    let peak = plan.connections;
+    let peak = plan.load.connections;
     let mut session = Session::start(&mut plan, output, peak)?;
     if let Some(start_at) = plan.start_at {
         session.report.start = Some(wait_for_start(&start_at, &stop)?);
@@ -144,8 +144,8 @@ pub fn execute(
     if text && output.detail == Detail::Verbose {
         let _ = write!(stdout, "{}", text::plan_block(&session.report));
     }
-    for (i, target) in plan.targets.iter().enumerate() {
-        if i > 0 && !pause(plan.delay, &stop) {
+    for (i, target) in plan.request.targets.iter().enumerate() {
+        if i > 0 && !pause(plan.stop.delay, &stop) {
             break;
         }
         if text && output.detail != Detail::Quiet {
@@ -157,11 +157,11 @@ pub fn execute(
             );
         }
         let log = text && output.detail != Detail::Quiet;
-        let mut live = LiveView::new(log, text && tty, plan.duration);
-        if let Some(scenario) = &plan.scenario {
+        let mut live = LiveView::new(log, text && tty, plan.stop.duration);
+        if let Some(scenario) = &plan.request.scenario {
             live.step_names = scenario.stat_names.clone();
         }
-        live.watching = plan.monitor_pid.is_some();
+        live.watching = plan.watch.monitor_pid.is_some();
         let start = RunStart {
             index: i,
             url: &target.url,
@@ -203,12 +203,12 @@ const SPAWN_WAIT: Duration = Duration::from_secs(10);
 /// Starts the `--spawn` target (kept alive by the returned guard) and
 /// watches it.
 pub fn spawn_target(plan: &mut Plan) -> Result<Option<crate::monitor::Spawned>, EngineError> {
-    let Some(command) = &plan.spawn else {
+    let Some(command) = &plan.watch.spawn else {
         return Ok(None);
     };
-    let addr = plan.targets[0].addrs[0];
+    let addr = plan.request.targets[0].addrs[0];
     let spawned = crate::monitor::Spawned::start(command, addr, SPAWN_WAIT).map_err(EngineError::Setup)?;
-    plan.monitor_pid = Some(spawned.pid());
+    plan.watch.monitor_pid = Some(spawned.pid());
     Ok(Some(spawned))
 }
 
@@ -220,17 +220,17 @@ pub fn run_watched(
     stop: &Arc<AtomicBool>,
     live: &mut dyn crate::engine::Observer,
 ) -> Result<(crate::engine::RunResult, Option<String>), EngineError> {
-    if !plan.abort_on_fail {
+    if !plan.reporting.abort_on_fail {
         return Ok((engine::run(plan, target, stop.clone(), live)?, None));
     }
-    let mut watch = crate::thresholds::AbortOnFail::new(live, &plan.thresholds, stop.clone());
+    let mut watch = crate::thresholds::AbortOnFail::new(live, &plan.reporting.thresholds, stop.clone());
     let result = engine::run(plan, target, stop.clone(), &mut watch)?;
     Ok((result, watch.failed.take()))
 }
 
 /// Checks `--threshold`s on the finished report and prints the block.
 pub fn finish_thresholds(report: &mut Report, text: bool) {
-    let criteria = report.plan.thresholds.clone();
+    let criteria = report.plan.reporting.thresholds.clone();
     if criteria.is_empty() {
         return;
     }

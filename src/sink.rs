@@ -16,6 +16,7 @@ use crate::report::{Report, RunReport};
 use std::time::Duration;
 
 pub mod dashboard;
+pub mod endpoint;
 pub mod metrics;
 
 /// What the command line asked for beyond the terminal and the report files.

@@ -196,6 +196,19 @@ impl Target {
 /// `--connect-to HOST:PORT` (`[::1]:8443` for IPv6): the addresses to
 /// connect to instead of the URL's, resolved once before the run.
 pub fn resolve_connect_to(text: &str) -> Result<Vec<SocketAddr>, String> {
+    let (host, port) = parse_connect_to(text)?;
+    let addrs: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve --connect-to host '{host}': {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("cannot resolve --connect-to host '{host}': no addresses"));
+    }
+    Ok(addrs)
+}
+
+/// Checks `--connect-to HOST:PORT` without resolving it: its host and port.
+pub fn parse_connect_to(text: &str) -> Result<(&str, u16), String> {
     let usage = || format!("invalid --connect-to '{text}': use HOST:PORT, e.g. 127.0.0.1:8443");
     let (host, port) = text.rsplit_once(':').ok_or_else(usage)?;
     let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
@@ -208,14 +221,7 @@ pub fn resolve_connect_to(text: &str) -> Result<Vec<SocketAddr>, String> {
     if host.is_empty() || port == 0 {
         return Err(usage());
     }
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve --connect-to host '{host}': {e}"))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(format!("cannot resolve --connect-to host '{host}': no addresses"));
-    }
-    Ok(addrs)
+    Ok((host, port))
 }
 
 #[cfg(test)]

@@ -51,12 +51,67 @@ pub struct TlsOptions {
     pub resume: bool,
 }
 
+/// The TLS flags of a run, checked but not yet read: the files are only
+/// named here; [`TlsOptions::load`] reads them (the plan's resolve step).
+#[derive(Clone, Debug)]
+pub struct TlsFlags {
+    pub insecure: bool,
+    pub cacert: Option<std::path::PathBuf>,
+    /// `--cert` and `--key`: both or neither.
+    pub identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    pub sni: Option<(String, ServerName<'static>)>,
+    pub resume: bool,
+}
+
+impl TlsFlags {
+    /// Checks the TLS flags without touching a file; every error is one line.
+    pub fn from_args(args: &RunArgs) -> Result<TlsFlags, String> {
+        let identity = match (&args.cert, &args.key) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            (Some(_), None) => {
+                return Err("--cert needs --key: the client certificate's private key (PEM)".to_string());
+            }
+            (None, Some(_)) => {
+                return Err("--key needs --cert: the client certificate (PEM) it belongs to".to_string());
+            }
+        };
+        let sni = args
+            .sni
+            .as_ref()
+            .map(|name| {
+                ServerName::try_from(name.clone())
+                    .map(|server_name| (name.clone(), server_name))
+                    .map_err(|_| format!("invalid --sni '{name}': not a DNS name or an IP address"))
+            })
+            .transpose()?;
+        Ok(TlsFlags {
+            insecure: args.insecure,
+            cacert: args.cacert.clone(),
+            identity,
+            sni,
+            resume: !args.no_tls_resume,
+        })
+    }
+
+    /// The first flag given that means something only for `https://`.
+    pub fn https_only_flag(&self) -> Option<&'static str> {
+        [
+            (self.cacert.is_some(), "--cacert"),
+            (self.identity.is_some(), "--cert"),
+            (self.sni.is_some(), "--sni"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
 impl TlsOptions {
     /// Reads and checks the files the flags name; every error is one line.
-    pub fn from_args(args: &RunArgs) -> Result<TlsOptions, String> {
+    pub fn load(flags: &TlsFlags) -> Result<TlsOptions, String> {
         let mut extra_roots = RootCertStore::empty();
         let mut pinned = Vec::new();
-        if let Some(path) = &args.cacert {
+        if let Some(path) = &flags.cacert {
             for (i, cert) in read_certificates("--cacert", path)?.into_iter().enumerate() {
                 pinned.push(cert.clone());
                 extra_roots.add(cert).map_err(|e| {
@@ -68,48 +123,23 @@ impl TlsOptions {
                 })?;
             }
         }
-        let identity = match (&args.cert, &args.key) {
-            (None, None) => None,
-            (Some(cert), Some(key)) => Some(Arc::new(client_identity(cert, key)?)),
-            (Some(_), None) => {
-                return Err("--cert needs --key: the client certificate's private key (PEM)".to_string());
-            }
-            (None, Some(_)) => {
-                return Err("--key needs --cert: the client certificate (PEM) it belongs to".to_string());
-            }
+        let identity = match &flags.identity {
+            None => None,
+            Some((cert, key)) => Some(Arc::new(client_identity(cert, key)?)),
         };
-        let server_name = args
-            .sni
-            .as_ref()
-            .map(|name| {
-                ServerName::try_from(name.clone())
-                    .map_err(|_| format!("invalid --sni '{name}': not a DNS name or an IP address"))
-            })
-            .transpose()?;
-        let shown = |path: &Option<std::path::PathBuf>| path.as_ref().map(|p| p.display().to_string());
+        let shown = |path: Option<&std::path::PathBuf>| path.map(|p| p.display().to_string());
         Ok(TlsOptions {
-            insecure: args.insecure,
-            cacert: shown(&args.cacert),
+            insecure: flags.insecure,
+            cacert: shown(flags.cacert.as_ref()),
             extra_roots,
             pinned,
-            cert: shown(&args.cert),
-            key: shown(&args.key),
+            cert: shown(flags.identity.as_ref().map(|(cert, _)| cert)),
+            key: shown(flags.identity.as_ref().map(|(_, key)| key)),
             identity,
-            sni: args.sni.clone(),
-            server_name,
-            resume: !args.no_tls_resume,
+            sni: flags.sni.as_ref().map(|(name, _)| name.clone()),
+            server_name: flags.sni.as_ref().map(|(_, server_name)| server_name.clone()),
+            resume: flags.resume,
         })
-    }
-
-    /// The first flag given that means something only for `https://`.
-    pub fn https_only_flag(&self) -> Option<&'static str> {
-        [
-            (self.cacert.is_some(), "--cacert"),
-            (self.cert.is_some(), "--cert"),
-            (self.sni.is_some(), "--sni"),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
     }
 }
 

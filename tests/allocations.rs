@@ -116,7 +116,7 @@ fn allocations_for(requests: u64, url: &str, protocol: &[&str]) -> u64 {
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     let result = engine::run(
         &plan,
-        &plan.targets[0],
+        &plan.request.targets[0],
         Arc::new(AtomicBool::new(false)),
         &mut Silent,
     )
@@ -173,7 +173,7 @@ fn plan_allocations_for(requests: u64, file: &std::path::Path, protocol: &[&str]
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     let result = engine::run(
         &plan,
-        &plan.targets[0],
+        &plan.request.targets[0],
         Arc::new(AtomicBool::new(false)),
         &mut Silent,
     )

@@ -64,15 +64,15 @@ impl LoadModel {
 
     /// The model of a plan.
     pub fn of(plan: &Plan) -> LoadModel {
-        let ramp = match (&plan.stages, plan.rampup) {
+        let ramp = match (&plan.load.stages, plan.load.rampup) {
             (Some(stages), _) => Some(LoadProfile::ramp(stages.clone())),
             // A plan file's rampup: connections join over it, then stay.
-            (None, Some(rampup)) if plan.rate.is_none() => {
-                Some(LoadProfile::ramp_then_hold(rampup, plan.connections as f64))
+            (None, Some(rampup)) if plan.load.rate.is_none() => {
+                Some(LoadProfile::ramp_then_hold(rampup, plan.load.connections as f64))
             }
             (None, _) => None,
         };
-        match plan.rate {
+        match plan.load.rate {
             Some(rate) => LoadModel::Open { rate, ramp },
             None => LoadModel::Closed { ramp },
         }
@@ -190,7 +190,7 @@ fn worker_limit(plan: &Plan, worker: usize, requests: Option<u64>, duration: Opt
             before += plan.connections_of(i) as u64;
         }
         let mine = plan.connections_of(worker) as u64;
-        let total = plan.connections as u64;
+        let total = plan.load.connections as u64;
         let start = n * before / total;
         let end = n * (before + mine) / total;
         end - start
@@ -222,34 +222,35 @@ pub fn run(
 ) -> Result<RunResult, EngineError> {
     let settled = protocol::settle(plan, target).map_err(EngineError::Setup)?;
     // The run's one request, encoded once for the protocol it speaks.
-    let fields = Fields::of(&plan.headers);
-    let overrides = Overrides::of(plan.headers.iter().map(|(name, _)| name.as_str()));
+    let asked = &plan.request;
+    let fields = Fields::of(&asked.headers);
+    let overrides = Overrides::of(asked.headers.iter().map(|(name, _)| name.as_str()));
     let path = target.path_and_query.as_bytes();
-    let neutral = Request::to(target, &plan.method, path, &fields, overrides, &plan.body);
-    let request = RequestBytes::encode(&neutral, plan.keepalive);
+    let neutral = Request::to(target, &asked.method, path, &fields, overrides, &asked.body);
+    let request = RequestBytes::encode(&neutral, plan.transport.keepalive);
     let h2_request = match settled.protocol {
         Protocol::Http2 => Some(H2Request::new(&neutral).map_err(|e| {
             EngineError::Setup(format!("the request cannot be sent over HTTP/2: {}", e.message()))
         })?),
         Protocol::Http1 => None,
     };
-    let threads = plan.threads;
+    let threads = plan.load.threads;
     let shared = Arc::new(Shared {
         target: target.clone(),
-        request: request.pipelined(plan.pipeline),
+        request: request.pipelined(plan.transport.pipeline),
         protocol: settled.protocol,
-        streams: plan.streams,
+        streams: plan.transport.streams,
         h2_request,
-        success: plan.success.clone(),
-        timeout: plan.timeout,
-        connect_timeout: plan.connect_timeout,
-        keepalive: plan.keepalive,
-        pipeline: plan.pipeline,
+        success: plan.request.success.clone(),
+        timeout: plan.transport.timeout,
+        connect_timeout: plan.transport.connect_timeout,
+        keepalive: plan.transport.keepalive,
+        pipeline: plan.transport.pipeline,
         model: LoadModel::of(plan),
-        scenario: plan.scenario.clone(),
-        open_model: plan.rate.is_some(),
+        scenario: plan.request.scenario.clone(),
+        open_model: plan.load.rate.is_some(),
         tls: settled.tls,
-        interval: plan.interval,
+        interval: plan.reporting.interval,
         stop,
         barrier: Barrier::new(threads),
         start: OnceLock::new(),
@@ -257,7 +258,7 @@ pub fn run(
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::with_capacity(threads);
     for id in 0..threads {
-        let warmup = plan.warmup.map(|w| match w {
+        let warmup = plan.stop.warmup.map(|w| match w {
             Warmup::Duration(d) => Limit {
                 requests: None,
                 duration: Some(d),
@@ -266,19 +267,20 @@ pub fn run(
         });
         let connections = plan.connections_of(id);
         let extra = plan
+            .load
             .max_connections
-            .map_or(0, |max| max.saturating_sub(plan.connections));
+            .map_or(0, |max| max.saturating_sub(plan.load.connections));
         let spec = WorkerSpec {
             id,
             connections,
-            share: connections as f64 / plan.connections as f64,
+            share: connections as f64 / plan.load.connections as f64,
             // Workers stripe the shard's arrivals, shards the whole run's:
             // worker w of shard I takes global arrivals (k*T + w)*N + I.
             phase: (id as f64 + plan.shard.map_or(0.0, |s| s.phase())) / threads as f64,
             workers: threads,
             may_add: share(extra as u64, threads, id) as usize,
             warmup,
-            measured: worker_limit(plan, id, plan.requests, plan.duration),
+            measured: worker_limit(plan, id, plan.stop.requests, plan.stop.duration),
         };
         let (shared, tx) = (shared.clone(), tx.clone());
         let handle = std::thread::Builder::new()
@@ -289,11 +291,16 @@ pub fn run(
     }
     drop(tx);
 
-    let mut collector = Collector::new(threads, plan.interval, shared.model.profile(plan.connections));
+    let mut collector = Collector::new(
+        threads,
+        plan.reporting.interval,
+        shared.model.profile(plan.load.connections),
+    );
     collector.open_model = shared.open_model;
-    collector.monitor = Some(crate::monitor::Monitor::new(plan.monitor_pid).map_err(EngineError::Setup)?);
+    collector.monitor =
+        Some(crate::monitor::Monitor::new(plan.watch.monitor_pid).map_err(EngineError::Setup)?);
     let mut warmup: Option<PhaseSummary> = None;
-    let mut warmups_left = if plan.warmup.is_some() { threads } else { 0 };
+    let mut warmups_left = if plan.stop.warmup.is_some() { threads } else { 0 };
     let mut elapsed = Duration::ZERO;
     let mut cpu = CpuTime::default();
     let mut failure = None;

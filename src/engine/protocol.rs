@@ -35,16 +35,20 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
     // Built once (it reads the system's roots); the run's own offers only
     // the protocol settled on.
     let offering_both = match target.tls {
-        true => Some(TlsSetup::new(target, &plan.tls, &[ALPN_H2, ALPN_HTTP1])?),
+        true => Some(TlsSetup::new(
+            target,
+            &plan.transport.tls,
+            &[ALPN_H2, ALPN_HTTP1],
+        )?),
         false => None,
     };
-    let (protocol, probe_failed) = match (plan.http, &offering_both) {
+    let (protocol, probe_failed) = match (plan.transport.http, &offering_both) {
         (HttpVersion::Http1, _) | (HttpVersion::Auto, None) => (Protocol::Http1, None),
         (HttpVersion::Http2, _) => (Protocol::Http2, None),
         (HttpVersion::Auto, Some(tls)) => probe(plan, target, tls.clone())?,
     };
-    if protocol == Protocol::Http1 && plan.streams > 1 {
-        return Err(match (plan.http, target.tls, probe_failed) {
+    if protocol == Protocol::Http1 && plan.transport.streams > 1 {
+        return Err(match (plan.transport.http, target.tls, probe_failed) {
             (HttpVersion::Auto, true, Some(why)) => format!(
                 "--streams needs HTTP/2, but the probe connection to {} failed: {why}",
                 target.origin
@@ -78,7 +82,7 @@ fn probe(plan: &Plan, target: &Target, tls: TlsSetup) -> Result<(Protocol, Optio
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
-    let connector = Connector::new(target, Some(tls), plan.connect_timeout);
+    let connector = Connector::new(target, Some(tls), plan.transport.connect_timeout);
     // The probe's handshake is not part of the run's figures.
     let unrecorded = RefCell::new(Recorder::with_steps(0));
     let chosen = runtime.block_on(async {

@@ -76,22 +76,6 @@ pub fn hash_recorded_plan(plan: &serde_json::Value) -> String {
 }
 
 impl Plan {
-    /// Applies `--shard`, `--start-at` and `--start-tolerance` to a whole plan.
-    pub(crate) fn with_shard_flags(mut self, args: &crate::cli::RunArgs) -> Result<Plan, PlanError> {
-        let tolerance = crate::plan::parse_duration("--start-tolerance", &args.start_tolerance)?;
-        self.start_at = match &args.start_at {
-            Some(text) => Some(crate::shard::StartAt {
-                at: crate::shard::parse_start_at(text, std::time::SystemTime::now())?,
-                tolerance,
-            }),
-            None => None,
-        };
-        match &args.shard {
-            Some(text) => self.into_shard(crate::shard::Shard::parse(text)?),
-            None => Ok(self),
-        }
-    }
-
     /// The hash of the whole plan this run belongs to: taken before the
     /// split and kept on the sharded plan, so every shard reports the same.
     pub fn whole_plan_hash(&self) -> String {
@@ -112,40 +96,42 @@ impl Plan {
             ))
         };
         let factor = 1.0 / n as f64;
-        match (&mut self.stages, self.rate) {
+        let load = &mut self.load;
+        match (&mut load.stages, load.rate) {
             (Some(stages), rate) => {
                 stages.iter_mut().for_each(|s| s.target *= factor);
                 if rate.is_none() {
                     // Closed model: the stages are the connections; the peak
                     // of the scaled ramp is this shard's pool.
                     let peak = stages.iter().map(|s| s.target).fold(0.0, f64::max);
-                    self.connections = peak.ceil().max(1.0) as usize;
+                    load.connections = peak.ceil().max(1.0) as usize;
                 }
             }
-            (None, Some(rate)) => self.rate = Some(rate * factor),
+            (None, Some(rate)) => load.rate = Some(rate * factor),
             (None, None) => {}
         }
-        if self.stages.is_none() || self.rate.is_some() {
-            let part = shard.part(self.connections as u64);
+        if load.stages.is_none() || load.rate.is_some() {
+            let part = shard.part(load.connections as u64);
             if part == 0 {
-                return Err(too_many("connections", self.connections as u64));
+                return Err(too_many("connections", load.connections as u64));
             }
-            self.connections = part as usize;
+            load.connections = part as usize;
         }
-        if let Some(max) = self.max_connections {
-            self.max_connections = Some((shard.part(max as u64) as usize).max(self.connections));
+        if let Some(max) = load.max_connections {
+            load.max_connections = Some((shard.part(max as u64) as usize).max(load.connections));
         }
-        if let Some(requests) = self.requests {
+        load.threads = load.threads.min(load.connections).max(1);
+        let stop = &mut self.stop;
+        if let Some(requests) = stop.requests {
             let part = shard.part(requests);
             if part == 0 {
                 return Err(too_many("requests", requests));
             }
-            self.requests = Some(part);
+            stop.requests = Some(part);
         }
-        if let Some(Warmup::Requests(w)) = self.warmup {
-            self.warmup = Some(Warmup::Requests(shard.part(w))).filter(|_| shard.part(w) > 0);
+        if let Some(Warmup::Requests(w)) = stop.warmup {
+            stop.warmup = Some(Warmup::Requests(shard.part(w))).filter(|_| shard.part(w) > 0);
         }
-        self.threads = self.threads.min(self.connections).max(1);
         self.shard = Some(shard);
         Ok(self)
     }

@@ -469,9 +469,9 @@ impl RunReport {
                 result.elapsed,
                 result.cpu,
                 result.threads,
-                &plan.buckets,
+                &plan.reporting.buckets,
             ),
-            target: plan.monitor_pid.map(|pid| {
+            target: plan.watch.monitor_pid.map(|pid| {
                 let samples: Vec<_> = result.series.iter().filter_map(|r| r.target).collect();
                 crate::monitor::ProcSummary::from_samples(
                     pid,
@@ -488,6 +488,7 @@ impl RunReport {
             },
             series: result.series.clone(),
             steps: plan
+                .request
                 .scenario
                 .as_ref()
                 .map(|sc| {
@@ -501,7 +502,7 @@ impl RunReport {
                                 result.elapsed,
                                 result.cpu,
                                 result.threads,
-                                &plan.buckets,
+                                &plan.reporting.buckets,
                             ),
                             series: result.step_series.get(i).cloned().unwrap_or_default(),
                         })

@@ -136,7 +136,7 @@ pub fn steps_table(run: &RunReport) -> String {
 /// What a run is about to do, printed before it starts.
 pub fn run_banner(report: &Report, url: &str) -> String {
     let plan = &report.plan;
-    let stop = match (plan.requests, plan.duration) {
+    let stop = match (plan.stop.requests, plan.stop.duration) {
         (Some(n), Some(d)) => format!(
             "{} requests or {}, whichever first",
             thousands(n),
@@ -146,43 +146,44 @@ pub fn run_banner(report: &Report, url: &str) -> String {
         (None, Some(d)) => humantime::format_duration(d).to_string(),
         (None, None) => "until stopped".to_string(),
     };
-    let mode = if plan.keepalive {
+    let mode = if plan.transport.keepalive {
         "keep-alive"
     } else {
         "new connection per request"
     };
-    let load = match (plan.rate, &plan.stages) {
+    let load = match (plan.load.rate, &plan.load.stages) {
         (Some(_), Some(stages)) => format!(
             "req/s ramped through {}, {} connections",
             stage_list(stages),
-            plan.connections
+            plan.load.connections
         ),
         (Some(rate), None) => format!(
             "{} req/s on {} connections",
             thousands(rate.round() as u64),
-            plan.connections
+            plan.load.connections
         ),
         (None, Some(stages)) => format!("connections ramped through {}", stage_list(stages)),
-        (None, None) => format!("{} connections", thousands(plan.connections as u64)),
+        (None, None) => format!("{} connections", thousands(plan.load.connections as u64)),
     };
     let mut growth = plan
+        .load
         .max_connections
         .map(|m| format!(" (up to {m})"))
         .unwrap_or_default();
-    if plan.streams > 1 {
-        growth += &format!(" x {} streams", plan.streams);
+    if plan.transport.streams > 1 {
+        growth += &format!(" x {} streams", plan.transport.streams);
     }
-    match &plan.scenario {
+    match &plan.request.scenario {
         Some(sc) => format!(
             "volley plan {} ({} steps) on {url}\n  {load}{growth} on {} threads, {}, {mode}",
             sc.file.display(),
             sc.stat_names.len(),
-            plan.threads,
+            plan.load.threads,
             stop.replace("requests", "iterations")
         ),
         None => format!(
             "volley {url}\n  {load}{growth} on {} threads, {stop}, {} {mode}",
-            plan.threads, plan.method
+            plan.load.threads, plan.request.method
         ),
     }
 }

@@ -75,8 +75,9 @@ impl Dashboard {
 
 /// The planned length of one run: its duration, or its stages' total.
 fn planned_seconds(plan: &crate::plan::Plan) -> Option<f64> {
-    plan.duration.map(|d| d.as_secs_f64()).or_else(|| {
-        plan.stages
+    plan.stop.duration.map(|d| d.as_secs_f64()).or_else(|| {
+        plan.load
+            .stages
             .as_ref()
             .map(|stages| stages.iter().map(|s| s.duration.as_secs_f64()).sum())
     })
@@ -117,10 +118,10 @@ impl Sink for Dashboard {
         }
         self.current = Some(Current {
             index: run.index,
-            threads: run.plan.threads,
-            buckets: run.plan.buckets.clone(),
+            threads: run.plan.load.threads,
+            buckets: run.plan.reporting.buckets.clone(),
         });
-        let unit = if run.plan.rate.is_some() {
+        let unit = if run.plan.load.rate.is_some() {
             "req/s"
         } else {
             "connections"

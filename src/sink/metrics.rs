@@ -329,7 +329,7 @@ impl Sink for Metrics {
             labels.push(("shard".to_string(), shard.index.to_string()));
         }
         labels.extend(self.spec.tags.iter().cloned());
-        let items = match &run.plan.scenario {
+        let items = match &run.plan.request.scenario {
             Some(scenario) if !scenario.stat_names.is_empty() => Items::Steps(scenario.stat_names.clone()),
             _ => Items::Whole(run.index.to_string()),
         };
@@ -339,9 +339,10 @@ impl Sink for Metrics {
             labels,
             items,
             start_ms: model::now_ms(),
-            open_model: run.plan.rate.is_some(),
+            open_model: run.plan.load.rate.is_some(),
             addrs: run
                 .plan
+                .request
                 .targets
                 .iter()
                 .flat_map(|t| t.addrs.iter().copied())

@@ -297,6 +297,60 @@ fn refuse_the_body(conn: &mut TcpStream, close: bool) {
     }
 }
 
+/// The TLS server configuration of [`refuse_the_body_tls`]: one
+/// self-signed certificate for the whole test binary (volley runs with
+/// `--insecure`).
+fn tls_config() -> std::sync::Arc<rustls::ServerConfig> {
+    static CONFIG: std::sync::OnceLock<std::sync::Arc<rustls::ServerConfig>> = std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+            let key = rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+            let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert.der().clone()], key)
+            .unwrap();
+            std::sync::Arc::new(config)
+        })
+        .clone()
+}
+
+/// [`refuse_the_body`] over TLS: the `413` comes as a TLS record while
+/// volley's TLS writer is still encrypting the body, and the server then
+/// closes or stops reading.
+fn refuse_the_body_tls(conn: TcpStream, close: bool) {
+    // Else Nagle holds the answer behind the unacknowledged session tickets,
+    // and closing with the body unread resets the connection with the
+    // answer still unsent: no server's answer would reach any client.
+    let _ = conn.set_nodelay(true);
+    let Ok(session) = rustls::ServerConnection::new(tls_config()) else {
+        return;
+    };
+    let mut tls = rustls::StreamOwned::new(session, conn);
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tls.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => seen.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let answer = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large";
+    if tls.write_all(answer).and_then(|()| tls.flush()).is_err() {
+        return;
+    }
+    if close {
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
+    } else {
+        std::thread::sleep(Duration::from_secs(30));
+    }
+}
+
 /// Over h2c: answers `413` to each request's HEADERS at once, ending the
 /// stream, and with `reset` resets it with NO_ERROR (RFC 9113 section 8.1:
 /// "stop sending the body"). Like a real server it reads and discards DATA
@@ -340,7 +394,12 @@ fn refuse_the_body_h2(mut conn: TcpStream, reset: bool) {
 /// POSTs the large body `-n 3` times with a long `--timeout`: every request
 /// must count the server's `413`, well before the timeout.
 fn assert_early_413(addr: SocketAddr, body: &str, what: &str, extra: &[&str]) {
-    let url = format!("http://{addr}/upload");
+    let scheme = if extra.contains(&"--insecure") {
+        "https"
+    } else {
+        "http"
+    };
+    let url = format!("{scheme}://{addr}/upload");
     let mut args = vec![
         "run",
         "-n",
@@ -394,6 +453,27 @@ fn an_early_413_is_counted_as_sent() {
         &body,
         "an HTTP/2 server that answers and resets",
         &["--http2"],
+    );
+}
+
+#[test]
+fn an_early_413_over_tls_is_counted_as_sent() {
+    let _serial = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let body = large_body_file(dir.path());
+    let closes = serve_tight(|conn| refuse_the_body_tls(conn, true));
+    assert_early_413(
+        closes,
+        &body,
+        "a TLS server that answers and closes",
+        &["--insecure", "--http1.1"],
+    );
+    let stops = serve_tight(|conn| refuse_the_body_tls(conn, false));
+    assert_early_413(
+        stops,
+        &body,
+        "a TLS server that answers and stops reading",
+        &["--insecure", "--http1.1"],
     );
 }
 

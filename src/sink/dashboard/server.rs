@@ -1,12 +1,6 @@
 //! The dashboard's HTTP side: the page at `/`, Server-Sent Events at
-//! `/events`, served by hyper on its own thread's single-threaded tokio
-//! runtime, so nothing of it runs on the engine's or the collector's threads.
-//!
-//! hyper (with hyper-util's tokio glue) because this is a plain, read-only
-//! web endpoint, not the load path: a well-kept server gets HTTP details
-//! (keep-alive, chunking, bad requests) right that a hand-written one would
-//! have to relearn, and tokio is already a dependency. The load paths stay
-//! hand-written for speed; this one needs none.
+//! `/events`, served by [`crate::sink::endpoint`] (hyper on its own thread),
+//! so nothing of it runs on the engine's or the collector's threads.
 //!
 //! The [`Hub`] keeps every event published so far (one per interval, so
 //! memory grows with the number of intervals, not requests) and a bounded
@@ -17,13 +11,13 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::{Body, Frame, Incoming};
 use std::convert::Infallible;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 /// Events a browser may fall behind by before it is dropped.
 const CLIENT_QUEUE: usize = 64;
@@ -198,62 +192,25 @@ fn route(request: &Request<Incoming>, hub: &Arc<Hub>, page: &Bytes) -> Response<
 }
 
 /// The running server; dropping it stops accepting and ends its thread.
-pub struct Server {
-    stop: watch::Sender<bool>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-    }
-}
+pub type Server = crate::sink::endpoint::Running;
 
 /// Binds `addr` now (so a bad address fails before the run) and serves
 /// from a thread of its own.
 pub fn start(addr: SocketAddr, hub: Arc<Hub>, page: String) -> Result<(Server, SocketAddr), String> {
-    let listener = TcpListener::bind(addr)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(|e| {
+    let page = Bytes::from(page);
+    crate::sink::endpoint::start(
+        addr,
+        crate::sink::endpoint::Naming {
+            thread: "volley-dashboard",
+            label: "dashboard",
+        },
+        |e| {
             format!(
                 "cannot serve the dashboard on {addr}: {e} (pick another address: --dashboard=127.0.0.1:PORT)"
             )
-        })?;
-    let bound = listener.local_addr().map_err(|e| format!("dashboard: {e}"))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .map_err(|e| format!("dashboard: cannot start its runtime: {e}"))?;
-    let (stop, mut stopped) = watch::channel(false);
-    let page = Bytes::from(page);
-    std::thread::Builder::new()
-        .name("volley-dashboard".into())
-        .spawn(move || {
-            runtime.block_on(async move {
-                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                    return;
-                };
-                loop {
-                    let accepted = tokio::select! {
-                        accepted = listener.accept() => accepted,
-                        _ = stopped.changed() => return,
-                    };
-                    let Ok((socket, _)) = accepted else { continue };
-                    let (hub, page) = (Arc::clone(&hub), page.clone());
-                    let service = hyper::service::service_fn(move |request| {
-                        let response = route(&request, &hub, &page);
-                        async move { Ok::<_, Infallible>(response) }
-                    });
-                    tokio::spawn(async move {
-                        let io = hyper_util::rt::TokioIo::new(socket);
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(io, service)
-                            .await;
-                    });
-                }
-            });
-        })
-        .map_err(|e| format!("dashboard: cannot start its thread: {e}"))?;
-    Ok((Server { stop }, bound))
+        },
+        move |request| route(request, &hub, &page),
+    )
 }
 
 #[cfg(test)]

@@ -4,19 +4,17 @@
 //! The text format has no native histograms, so latency is exposed as
 //! classic buckets ([`super::exponential::CLASSIC_BOUNDS`]) with `_sum`
 //! and `_count`. The page is rebuilt once per interval on the collecting
-//! thread; a scrape only copies it, on the endpoint's own thread (hyper on
-//! a single-threaded tokio runtime, as the dashboard does).
+//! thread; a scrape only copies it, on the endpoint's own thread
+//! ([`crate::sink::endpoint`], as the dashboard's).
 
 use super::exponential::CLASSIC_BOUNDS;
 use super::model::{Metric, Point, Value};
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use http_body_util::Full;
-use std::convert::Infallible;
 use std::fmt::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
 
 const ORDER: [Metric; 9] = [
     Metric::Requests,
@@ -95,65 +93,35 @@ pub fn exposition(points: &[&Point]) -> String {
 /// The endpoint; dropping it stops serving.
 pub struct Endpoint {
     page: Arc<Mutex<Bytes>>,
-    stop: watch::Sender<bool>,
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-    }
+    _running: crate::sink::endpoint::Running,
 }
 
 impl Endpoint {
     /// Binds `addr` now (a bad address fails before the run) and serves
     /// from a thread of its own.
     pub fn start(addr: SocketAddr) -> Result<(Endpoint, SocketAddr), String> {
-        let listener = TcpListener::bind(addr)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| {
-                format!("cannot serve metrics on {addr}: {e} (pick another address: --metrics-addr 127.0.0.1:PORT)")
-            })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| format!("metrics endpoint: {e}"))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .map_err(|e| format!("metrics endpoint: cannot start its runtime: {e}"))?;
         let page = Arc::new(Mutex::new(Bytes::new()));
-        let (stop, mut stopped) = watch::channel(false);
         let served = Arc::clone(&page);
-        std::thread::Builder::new()
-            .name("volley-metrics".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
-                    loop {
-                        let accepted = tokio::select! {
-                            accepted = listener.accept() => accepted,
-                            _ = stopped.changed() => return,
-                        };
-                        let Ok((socket, _)) = accepted else { continue };
-                        let page = Arc::clone(&served);
-                        let service = hyper::service::service_fn(
-                            move |request: http::Request<hyper::body::Incoming>| {
-                                let response = respond(request.uri().path(), &page);
-                                async move { Ok::<_, Infallible>(response) }
-                            },
-                        );
-                        tokio::spawn(async move {
-                            let io = hyper_util::rt::TokioIo::new(socket);
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .serve_connection(io, service)
-                                .await;
-                        });
-                    }
-                });
-            })
-            .map_err(|e| format!("metrics endpoint: cannot start its thread: {e}"))?;
-        Ok((Endpoint { page, stop }, bound))
+        let (running, bound) = crate::sink::endpoint::start(
+            addr,
+            crate::sink::endpoint::Naming {
+                thread: "volley-metrics",
+                label: "metrics endpoint",
+            },
+            |e| {
+                format!(
+                    "cannot serve metrics on {addr}: {e} (pick another address: --metrics-addr 127.0.0.1:PORT)"
+                )
+            },
+            move |request| respond(request.uri().path(), &served),
+        )?;
+        Ok((
+            Endpoint {
+                page,
+                _running: running,
+            },
+            bound,
+        ))
     }
 
     /// Replaces what the next scrape gets.

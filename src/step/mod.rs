@@ -6,14 +6,15 @@
 //! req/s); the levels' summaries and histograms go into the JSON report as
 //! its runs, and the verdict is computed from them.
 
-use crate::cli::{RunArgs, StepArgs};
+use crate::cli::StepArgs;
 use crate::engine::{EngineError, Silent};
-use crate::plan::{Plan, PlanError, parse_duration};
+use crate::plan::{LoadAsk, Plan, PlanError, RunSpec, load_file, parse_duration};
 use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, thousands};
 pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
 use crate::report::{Report, RunReport};
 use crate::run::{Output, Session, Verdict, pause};
+use crate::shape::Stage;
 use crate::sink::RunStart;
 use crate::slo::{Criterion, PercentSign, parse_criteria, parse_percent};
 use std::collections::BTreeMap;
@@ -31,7 +32,7 @@ pub struct StepPlan {
     pub slo: Vec<Criterion>,
     pub stop_errors_pct: f64,
     pub cooldown: Duration,
-    /// One plan per level.
+    /// One plan per level, each derived from one base plan by value.
     pub plans: Vec<Plan>,
 }
 
@@ -117,36 +118,48 @@ impl StepPlan {
             .as_deref()
             .map(|r| parse_duration("--step-ramp", r))
             .transpose()?;
+        if ramp.is_some_and(|r| r.is_zero()) {
+            return Err(invalid("--step-ramp must be longer than 0s (or leave it out)"));
+        }
         if ramp.is_some_and(|r| r >= step_duration) {
             return Err(invalid("--step-ramp must be shorter than --step-duration"));
         }
         if ramp.is_some() && run.warmup.is_some() {
             return Err(invalid("--warmup does not go with --step-ramp"));
         }
+        // One base plan, resolved once (the plan file read once, DNS asked
+        // once); every level is derived from it by value.
+        let flags = LoadAsk::from_args(run)?;
+        let level_load = |level: f64| {
+            level_load(
+                &flags,
+                level,
+                args.rate_steps,
+                step_duration,
+                ramp,
+                args.step_requests,
+            )
+        };
+        let first = level_load(levels[0]);
+        let spec = match &args.plan {
+            Some(file) => {
+                let plan_args = crate::cli::PlanArgs {
+                    file: file.clone(),
+                    tags: Vec::new(),
+                    skip_tags: Vec::new(),
+                    base: None,
+                    list_tags: false,
+                    list_tasks: false,
+                    run: run.clone(),
+                };
+                RunSpec::from_plan_file(run, load_file(&plan_args)?, first)?
+            }
+            None => RunSpec::from_args_with_load(run, first)?,
+        };
+        let base = spec.resolve()?;
         let plans = levels
             .iter()
-            .map(|level| {
-                let level_run = level_args(
-                    run,
-                    *level,
-                    args.rate_steps,
-                    step_duration,
-                    ramp,
-                    args.step_requests,
-                );
-                match &args.plan {
-                    Some(file) => Plan::from_plan_args(&crate::cli::PlanArgs {
-                        file: file.clone(),
-                        tags: Vec::new(),
-                        skip_tags: Vec::new(),
-                        base: None,
-                        list_tags: false,
-                        list_tasks: false,
-                        run: level_run,
-                    }),
-                    None => Plan::from_args(&level_run),
-                }
-            })
+            .map(|level| base.clone().with_load(level_load(*level)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(StepPlan {
             levels,
@@ -159,37 +172,44 @@ impl StepPlan {
     }
 }
 
-/// The `volley run` arguments of one level.
-fn level_args(
-    base: &RunArgs,
+/// The load and length of one level, from the flags' (threads, warm-up,
+/// `--max-connections`, and the connections of a rate step).
+fn level_load(
+    flags: &LoadAsk,
     level: f64,
     rate_steps: bool,
     duration: Duration,
     ramp: Option<Duration>,
     requests: Option<u64>,
-) -> RunArgs {
-    let mut args = base.clone();
-    let human = |d: Duration| humantime::format_duration(d).to_string();
+) -> LoadAsk {
+    let mut load = flags.clone();
     match ramp {
         Some(ramp) => {
-            args.stages = Some(format!(
-                "{}:{level},{}:{level}",
-                human(ramp),
-                human(duration - ramp)
-            ));
-            args.rate = rate_steps.then_some(0.0);
+            // Up to the level over the ramp, then held: stages in req/s with
+            // an open model's bare -R, else in connections.
+            load.stages = Some(vec![
+                Stage {
+                    duration: ramp,
+                    target: level,
+                },
+                Stage {
+                    duration: duration - ramp,
+                    target: level,
+                },
+            ]);
+            load.rate = rate_steps.then_some(0.0);
         }
         None => {
-            args.duration = Some(human(duration));
+            load.duration = Some(duration);
             if rate_steps {
-                args.rate = Some(level);
+                load.rate = Some(level);
             } else {
-                args.connections = Some(level.round().max(1.0) as usize);
+                load.connections = Some(level.round().max(1.0) as usize);
             }
         }
     }
-    args.requests = requests;
-    args
+    load.requests = requests;
+    load
 }
 
 /// Runs every level and reports.
@@ -201,18 +221,18 @@ pub fn execute(
     let peak = step
         .plans
         .iter()
-        .map(|p| p.max_connections.unwrap_or(p.connections))
+        .map(|p| p.load.max_connections.unwrap_or(p.load.connections))
         .max()
         .unwrap_or(1);
     let mut session = Session::start(&mut step.plans[0], output, peak)?;
-    let watched = step.plans[0].monitor_pid;
+    let watched = step.plans[0].watch.monitor_pid;
     for plan in &mut step.plans {
-        plan.monitor_pid = watched;
+        plan.watch.monitor_pid = watched;
     }
     let text = !output.json_stdout;
     let tty = std::io::stdout().is_terminal();
     let unit = if step.rate_steps { "req/s" } else { "connections" };
-    let url = step.plans[0].targets[0].url.clone();
+    let url = step.plans[0].request.targets[0].url.clone();
     let mut stopped_early = false;
     if text {
         println!(
@@ -233,13 +253,13 @@ pub fn execute(
             level: Some(*level),
         };
         let (run, result, aborted_by) = if text {
-            let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.duration);
-            live.watching = plan.monitor_pid.is_some();
-            let watched = session.run_one(&start, &plan.targets[0], &stop, &mut live)?;
+            let mut live = LiveView::new(output.detail == Detail::Verbose, tty, plan.stop.duration);
+            live.watching = plan.watch.monitor_pid.is_some();
+            let watched = session.run_one(&start, &plan.request.targets[0], &stop, &mut live)?;
             live.finish();
             watched
         } else {
-            session.run_one(&start, &plan.targets[0], &stop, &mut Silent)?
+            session.run_one(&start, &plan.request.targets[0], &stop, &mut Silent)?
         };
         session.sinks.run_finished(&run);
         let row = level_row(*level, &run, &step.slo);
@@ -451,18 +471,4 @@ pub fn render(step: &StepReport) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn geometric_levels_round_and_end_at_to() {
-        assert_eq!(
-            geometric_levels(10.0, 100.0, 2.0).unwrap(),
-            vec![10.0, 20.0, 40.0, 80.0, 100.0]
-        );
-        assert_eq!(geometric_levels(1.0, 3.0, 1.2).unwrap(), vec![1.0, 2.0, 3.0]);
-        assert!(geometric_levels(0.0, 3.0, 2.0).is_err());
-        assert!(geometric_levels(5.0, 3.0, 2.0).is_err());
-        assert!(geometric_levels(1.0, 3.0, 1.0).is_err());
-    }
-}
+mod tests;
