@@ -1,5 +1,5 @@
 //! The protocol driver below both request loops: one connection's (or one
-//! HTTP/2 lane's) [`Driver`] and its one [`Driver::round_trip`].
+//! HTTP/2 lane's) [`Driver`] and its one `round_trip`.
 //!
 //! The protocol is settled once per run ([`super::Protocol`]) and becomes
 //! the driver's variant when a loop starts; everything the two protocols

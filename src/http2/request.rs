@@ -65,7 +65,7 @@ const SCHEME_HTTPS: u8 = 7;
 
 impl H2Request {
     /// The run's one request, encoded once before the run: its block and,
-    /// when its fields fit the server's table, their [`Indexed`] forms.
+    /// when its fields fit the server's table, their `Indexed` forms.
     pub fn new(request: &Request) -> Result<H2Request, RequestError> {
         let mut encoded = H2Request::default();
         encoded.encode(request)?;
