@@ -72,7 +72,29 @@ pub fn process_cpu() -> CpuTime {
 }
 
 /// Peak resident set size of this process, in bytes.
+///
+/// Read from `VmHWM` in `/proc/self/status`: the peak of this process's own
+/// memory. `getrusage`'s `ru_maxrss` is not that: `execve` folds the peak
+/// of the memory it replaces into it, and a process started by
+/// `posix_spawn` (a vfork, as Rust's and Python's process APIs use)
+/// replaces its parent's, so volley started from a large process (a test
+/// harness holding 300 MB) reported that process's peak as its own.
+/// `getrusage` stays the fallback where `/proc` is missing.
 pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| vm_hwm_bytes(&status))
+        .unwrap_or_else(rusage_peak_rss_bytes)
+}
+
+/// The `VmHWM` line of a `/proc/PID/status` text, in bytes.
+fn vm_hwm_bytes(status: &str) -> Option<u64> {
+    let value = status.lines().find_map(|line| line.strip_prefix("VmHWM:"))?;
+    let kilobytes: u64 = value.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kilobytes * 1024)
+}
+
+fn rusage_peak_rss_bytes() -> u64 {
     // SAFETY: as above.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid, writable rusage for the call's duration.
@@ -137,6 +159,29 @@ mod tests {
         }
         let spent = thread_cpu() - before;
         assert!(spent.total_s() > 0.02, "spent {spent:?}");
+    }
+
+    #[test]
+    fn the_peak_is_read_from_vm_hwm() {
+        let status = "Name:\tvolley\nVmPeak:\t  900000 kB\nVmHWM:\t   12345 kB\nVmRSS:\t 1000 kB\n";
+        assert_eq!(vm_hwm_bytes(status), Some(12345 * 1024));
+        assert_eq!(vm_hwm_bytes("Name:\tvolley\n"), None);
+        assert_eq!(vm_hwm_bytes("VmHWM:\t12 MB\n"), None);
+        // Other test threads allocate meanwhile: the resident set read
+        // first is a floor of the peak read after it.
+        let before = rss_now();
+        let peak = peak_rss_bytes();
+        assert!(
+            peak >= before && before > 0,
+            "peak {peak}, resident before {before}"
+        );
+    }
+
+    /// This process's resident set now, from `/proc/self/statm`.
+    fn rss_now() -> u64 {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4096
     }
 
     #[test]

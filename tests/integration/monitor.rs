@@ -116,3 +116,31 @@ fn compare_includes_the_target_when_both_runs_watched_it() {
         .unwrap_or_else(|| panic!("{table}"));
     assert!(rss.ends_with("significant: worse"), "{table}");
 }
+
+/// volley's own peak memory is its own, not its parent's: a child started
+/// by `posix_spawn` (as `Command` does) used to report the peak of the
+/// process that started it, through `getrusage`'s `ru_maxrss`.
+#[test]
+fn the_tools_peak_memory_is_not_its_parents() {
+    let _serial = exclusive();
+    const HELD: usize = 400 << 20;
+    // Touched, so that it is resident in this (the parent) process.
+    let held = std::hint::black_box(vec![1u8; HELD]);
+    let server = super::support::target();
+    let (out, report) = volley_json(&[
+        "run",
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "-q",
+        &super::support::url(&server, "/"),
+    ]);
+    drop(held);
+    let peak = num(&super::support::summary(&report)["tool_cpu"]["peak_rss_bytes"]);
+    assert!(
+        peak > 0.0 && peak < (HELD / 4) as f64,
+        "volley's peak RSS {peak} bytes while its parent held {HELD}: {}",
+        stderr(&out)
+    );
+}
