@@ -134,10 +134,12 @@ fn the_tools_peak_memory_is_not_its_parents() {
         "-c",
         "2",
         "-q",
-        &super::support::url(&server, "/"),
+        &super::support::url(&server, "/bytes/10"),
     ]);
     drop(held);
-    let peak = num(&super::support::summary(&report)["tool_cpu"]["peak_rss_bytes"]);
+    let summary = super::support::summary(&report);
+    assert_eq!(summary["ok"], 200, "{}", stderr(&out));
+    let peak = num(&summary["tool_cpu"]["peak_rss_bytes"]);
     assert!(
         peak > 0.0 && peak < (HELD / 4) as f64,
         "volley's peak RSS {peak} bytes while its parent held {HELD}: {}",
