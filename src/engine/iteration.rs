@@ -428,7 +428,7 @@ async fn send_one(
                 ErrorKind::Assert,
                 ErrorDetail::Text(format!(
                     "a response body assigned to a variable is over the {} MiB volley keeps",
-                    http1::response::MAX_KEPT_BODY >> 20
+                    http1::body::MAX_KEPT_BODY >> 20
                 )),
             );
             fail_step(ctx, stat, &err, from);

@@ -8,8 +8,10 @@
 //! parsed in place from a reused buffer with httparse ([`response`]); the
 //! buffer keeps any bytes past one response, so pipelining needs no copy.
 
+pub mod body;
 pub mod request;
 pub mod response;
 
+pub use body::{BodySink, Capture};
 pub use request::RequestBytes;
-pub use response::{BodySink, Capture, ResponseHead, ResponseReader};
+pub use response::{ResponseHead, ResponseReader};

@@ -10,55 +10,15 @@
 //! are read into the worker's one shared [`BodySink`] and dropped.
 
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
-use std::cell::RefCell;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
-/// A worker's scratch space for body bytes nobody needs, shared by all its
-/// connections. It is borrowed only inside one `poll_read`, never across an
-/// await, so connections on the same thread never contend for it.
-pub struct BodySink {
-    buf: RefCell<Box<[u8]>>,
-}
-
-impl Default for BodySink {
-    fn default() -> Self {
-        BodySink {
-            buf: RefCell::new(vec![0; SINK_SIZE].into_boxed_slice()),
-        }
-    }
-}
-
-impl BodySink {
-    fn poll_discard<S: AsyncRead + Unpin>(
-        &self,
-        stream: &mut S,
-        cx: &mut Context<'_>,
-        max: usize,
-    ) -> Poll<std::io::Result<usize>> {
-        let mut buf = self.buf.borrow_mut();
-        let len = max.min(buf.len());
-        let mut read = ReadBuf::new(&mut buf[..len]);
-        ready!(Pin::new(stream).poll_read(cx, &mut read))?;
-        Poll::Ready(Ok(read.filled().len()))
-    }
-
-    /// Reads at most `max` bytes (never past the body, so a pipelined next
-    /// response stays on the socket) and drops them; 0 means end of stream.
-    async fn discard<S: AsyncRead + Unpin>(&self, stream: &mut S, max: u64) -> Result<usize, RequestError> {
-        let max = usize::try_from(max).unwrap_or(usize::MAX);
-        std::future::poll_fn(|cx| self.poll_discard(stream, cx, max))
-            .await
-            .map_err(RequestError::from_io)
-    }
-}
+use super::body::{BodyDest, BodySink, Capture};
 
 /// Start size of a connection's buffer: a typical head and a small body
 /// arrive in one read.
 const INITIAL_BUFFER: usize = 2 * 1024;
-/// Size of the shared sink body bytes are read into and dropped.
-const SINK_SIZE: usize = 64 * 1024;
 /// A response head larger than this is treated as a protocol error.
 const MAX_HEAD: usize = 256 * 1024;
 /// Header slots on the stack, enough for typical responses; a response with
@@ -71,122 +31,6 @@ const MAX_HEADERS: usize = 256;
 /// and without a yield the request timeout and the run's deadline would
 /// never get a turn. A normal response takes one or two reads.
 const YIELD_READS: u32 = 32;
-
-/// The most of a response body a plan keeps when it assigns the response
-/// to a variable. A body is kept per connection, so without a cap one
-/// huge (or endless) response would take the machine's memory; past it the
-/// rest is read and dropped and the step fails ([`Capture::overflowed`]).
-pub const MAX_KEPT_BODY: usize = 8 * 1024 * 1024;
-
-/// What a scenario keeps of a response: Set-Cookie values always, and with
-/// `full` (the response is assigned to a variable) every header and the body.
-#[derive(Debug, Default)]
-pub struct Capture {
-    pub full: bool,
-    pub headers: Vec<(String, String)>,
-    /// At most [`MAX_KEPT_BODY`] bytes.
-    pub body: Vec<u8>,
-    /// The body was longer than [`MAX_KEPT_BODY`]: what was kept is not it.
-    pub overflowed: bool,
-    /// `name=value` of each Set-Cookie header.
-    pub set_cookies: Vec<String>,
-}
-
-impl Capture {
-    /// Empties it for the next response, keeping its allocations.
-    pub fn clear(&mut self, full: bool) {
-        self.full = full;
-        self.headers.clear();
-        self.body.clear();
-        self.overflowed = false;
-        self.set_cookies.clear();
-    }
-
-    /// Keeps body bytes (HTTP/1.1 or HTTP/2) up to [`MAX_KEPT_BODY`].
-    pub fn keep_body(&mut self, bytes: &[u8]) {
-        if self.body.len() + bytes.len() > MAX_KEPT_BODY {
-            self.overflowed = true;
-        } else {
-            self.body.extend_from_slice(bytes);
-        }
-    }
-
-    fn take_head(&mut self, head: &[u8]) {
-        let mut slots = [httparse::EMPTY_HEADER; STACK_HEADERS];
-        let mut many;
-        let mut response = httparse::Response::new(&mut slots);
-        if let Err(httparse::Error::TooManyHeaders) = response.parse(head) {
-            many = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
-            response = httparse::Response::new(&mut many);
-            if response.parse(head).is_err() {
-                return;
-            }
-        }
-        for h in response.headers.iter() {
-            self.add_header(h.name, h.value);
-        }
-    }
-
-    /// Keeps one response header (HTTP/1.1 or HTTP/2). Only Set-Cookie is
-    /// needed on every response; the rest is copied (allocating) only for
-    /// responses that are assigned.
-    pub fn add_header(&mut self, name: &str, value: &[u8]) {
-        if name.eq_ignore_ascii_case("set-cookie") {
-            let value = String::from_utf8_lossy(value);
-            let pair = value.split(';').next().unwrap_or_default().trim();
-            if pair.contains('=') {
-                self.set_cookies.push(pair.to_string());
-            }
-        }
-        if self.full {
-            self.headers.push((
-                name.to_ascii_lowercase(),
-                String::from_utf8_lossy(value).into_owned(),
-            ));
-        }
-    }
-}
-
-/// Where body bytes go: dropped into the sink, or kept (up to the cap;
-/// the rest goes to the sink).
-enum BodyDest<'a> {
-    Sink(&'a BodySink),
-    Keep(&'a mut Capture, &'a BodySink),
-}
-
-impl BodyDest<'_> {
-    /// Takes buffered body bytes.
-    fn take(&mut self, bytes: &[u8]) {
-        if let BodyDest::Keep(capture, _) = self {
-            capture.keep_body(bytes);
-        }
-    }
-
-    /// Reads at most `max` more body bytes from the stream; 0 at its end.
-    async fn read<S: AsyncRead + Unpin>(&mut self, stream: &mut S, max: u64) -> Result<usize, RequestError> {
-        match self {
-            BodyDest::Sink(sink) => sink.discard(stream, max).await,
-            BodyDest::Keep(capture, sink) => {
-                let room = MAX_KEPT_BODY - capture.body.len().min(MAX_KEPT_BODY);
-                if capture.overflowed || room == 0 {
-                    let got = sink.discard(stream, max).await?;
-                    capture.overflowed |= got > 0;
-                    return Ok(got);
-                }
-                let out = &mut capture.body;
-                let want = usize::try_from(max)
-                    .unwrap_or(usize::MAX)
-                    .min(SINK_SIZE)
-                    .min(room);
-                let old = out.len();
-                out.resize(old + want, 0);
-                let got = stream.read(&mut out[old..]).await.map_err(RequestError::from_io);
-                out.truncate(old + *got.as_ref().unwrap_or(&0));
-                got
-            }
-        }
-    }
-}
 
 /// What the engine needs from a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -346,7 +190,7 @@ impl ResponseReader {
         loop {
             let (head_len, status, framing, close) = self.read_head(stream, head_request).await?;
             if let Some(capture) = capture.as_deref_mut() {
-                capture.take_head(&self.buf[self.start..self.start + head_len]);
+                capture_head(capture, &self.buf[self.start..self.start + head_len]);
             }
             self.start += head_len;
             bytes += head_len as u64;
@@ -598,194 +442,22 @@ fn interpret(
     Ok(Some((head_len, status, framing, close)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Feeds the reader from fixed pieces, one piece per read, to exercise
-    /// every partial-input path.
-    struct Pieces(std::collections::VecDeque<Vec<u8>>);
-
-    impl AsyncRead for Pieces {
-        fn poll_read(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-            buf: &mut tokio::io::ReadBuf<'_>,
-        ) -> std::task::Poll<std::io::Result<()>> {
-            if let Some(mut piece) = self.0.pop_front() {
-                let n = piece.len().min(buf.remaining());
-                buf.put_slice(&piece[..n]);
-                if n < piece.len() {
-                    self.0.push_front(piece.split_off(n));
-                }
-            }
-            std::task::Poll::Ready(Ok(()))
+/// Keeps what `capture` wants of a response head's fields.
+fn capture_head(capture: &mut Capture, head: &[u8]) {
+    let mut slots = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut many;
+    let mut response = httparse::Response::new(&mut slots);
+    if let Err(httparse::Error::TooManyHeaders) = response.parse(head) {
+        many = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
+        response = httparse::Response::new(&mut many);
+        if response.parse(head).is_err() {
+            return;
         }
     }
-
-    fn pieces(parts: &[&[u8]]) -> Pieces {
-        Pieces(parts.iter().map(|p| p.to_vec()).collect())
-    }
-
-    fn read(parts: &[&[u8]], head: bool) -> Result<ResponseHead, RequestError> {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let mut reader = ResponseReader::default();
-        rt.block_on(reader.read_response(&mut pieces(parts), &BodySink::default(), head))
-    }
-
-    #[test]
-    fn content_length_split_across_reads() {
-        let head = read(
-            &[b"HTTP/1.1 200 OK\r\nContent-", b"Length: 5\r\n\r\nwo", b"rld"],
-            false,
-        )
-        .unwrap();
-        assert_eq!(
-            head,
-            ResponseHead {
-                status: 200,
-                bytes: 43,
-                close: false
-            }
-        );
-    }
-
-    #[test]
-    fn chunked_with_trailers_byte_by_byte() {
-        let whole = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\n";
-        let parts: Vec<&[u8]> = whole.chunks(1).collect();
-        let head = read(&parts, false).unwrap();
-        assert_eq!(head.status, 200);
-        assert_eq!(head.bytes, whole.len() as u64);
-    }
-
-    #[test]
-    fn close_delimited_body_reads_to_eof() {
-        let head = read(&[b"HTTP/1.0 200 OK\r\n\r\n", b"abc", b"def"], false).unwrap();
-        assert_eq!(head.bytes, 25);
-        assert!(head.close);
-    }
-
-    #[test]
-    fn head_and_204_have_no_body() {
-        let head = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n"], true).unwrap();
-        assert_eq!(head.status, 200);
-        let head = read(&[b"HTTP/1.1 204 No Content\r\nContent-Length: 99\r\n\r\n"], false).unwrap();
-        assert_eq!(head.status, 204);
-    }
-
-    #[test]
-    fn interim_100_is_skipped_and_close_is_seen() {
-        let head = read(
-            &[b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"],
-            false,
-        )
-        .unwrap();
-        assert_eq!(head.status, 201);
-        assert!(head.close);
-    }
-
-    #[test]
-    fn pipelined_responses_keep_leftover_bytes() {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let mut reader = ResponseReader::default();
-        let mut input = pieces(&[
-            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 404 NF\r\nContent-Length: 2\r\n\r\nbb",
-        ]);
-        let sink = BodySink::default();
-        let first = rt
-            .block_on(reader.read_response(&mut input, &sink, false))
-            .unwrap();
-        let second = rt
-            .block_on(reader.read_response(&mut input, &sink, false))
-            .unwrap();
-        assert_eq!((first.status, second.status), (200, 404));
-        assert!(reader.buffered().is_empty());
-    }
-
-    #[test]
-    fn large_body_goes_through_the_sink_and_stops_at_its_end() {
-        let body = vec![b'x'; 200_000];
-        let mut first = b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n".to_vec();
-        first.extend_from_slice(&body);
-        let next = b"HTTP/1.1 204 No Content\r\n\r\n";
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let mut reader = ResponseReader::default();
-        let sink = BodySink::default();
-        let mut input = pieces(&[&first, next]);
-        let head = rt
-            .block_on(reader.read_response(&mut input, &sink, false))
-            .unwrap();
-        assert_eq!(head.bytes, first.len() as u64);
-        assert!(
-            reader.buf.len() <= INITIAL_BUFFER,
-            "the body did not grow the head buffer"
-        );
-        let head = rt
-            .block_on(reader.read_response(&mut input, &sink, false))
-            .unwrap();
-        assert_eq!(
-            head.status, 204,
-            "the next response was not swallowed by the body skip"
-        );
-    }
-
-    #[test]
-    fn capture_keeps_headers_body_and_cookies() {
-        let whole = b"HTTP/1.1 200 OK\r\nSet-Cookie: session=abc; Path=/\r\nX-Token: t1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n";
-        let parts: Vec<&[u8]> = whole.chunks(7).collect();
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let mut reader = ResponseReader::default();
-        let mut capture = Capture::default();
-        capture.clear(true);
-        let head = rt
-            .block_on(reader.read_response_into(
-                &mut pieces(&parts),
-                &BodySink::default(),
-                false,
-                Some(&mut capture),
-            ))
-            .unwrap();
-        assert_eq!(head.bytes, whole.len() as u64);
-        assert_eq!(capture.body, br#"{"a":1}"#);
-        assert_eq!(capture.set_cookies, vec!["session=abc".to_string()]);
-        assert!(
-            capture
-                .headers
-                .contains(&("x-token".to_string(), "t1".to_string()))
-        );
-        // Without `full` only the cookies are kept.
-        let mut light = Capture::default();
-        let mut reader = ResponseReader::default();
-        rt.block_on(reader.read_response_into(
-            &mut pieces(&[whole]),
-            &BodySink::default(),
-            false,
-            Some(&mut light),
-        ))
-        .unwrap();
-        assert!(light.body.is_empty() && light.headers.is_empty());
-        assert_eq!(light.set_cookies.len(), 1);
-    }
-
-    #[test]
-    fn errors_have_the_right_kind() {
-        let garbage = read(&[b"NOT HTTP AT ALL\r\n\r\n"], false).unwrap_err();
-        assert_eq!(garbage.kind, ErrorKind::Protocol);
-        let eof = read(&[], false).unwrap_err();
-        assert_eq!(eof.kind, ErrorKind::Reset);
-        assert!(eof.message().contains("before any response"));
-        let short = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"], false).unwrap_err();
-        assert_eq!(short.kind, ErrorKind::Reset);
-        let bad_len = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"], false).unwrap_err();
-        assert_eq!(bad_len.kind, ErrorKind::Protocol);
-        let signed = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nab"], false).unwrap_err();
-        assert_eq!(signed.kind, ErrorKind::Protocol);
-        let empty_size = read(
-            &[b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n"],
-            false,
-        )
-        .unwrap_err();
-        assert_eq!(empty_size.kind, ErrorKind::Protocol);
+    for h in response.headers.iter() {
+        capture.add_header(h.name, h.value);
     }
 }
+
+#[cfg(test)]
+mod tests;

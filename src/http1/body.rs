@@ -1,0 +1,156 @@
+//! Where a response's body bytes go: the worker's one shared [`BodySink`],
+//! read into and dropped, or a plan's [`Capture`] when the response is
+//! assigned to a variable (up to [`MAX_KEPT_BODY`]). HTTP/2 keeps bodies
+//! through the same [`Capture`].
+
+use crate::sample::RequestError;
+use std::cell::RefCell;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+
+/// Size of the shared sink body bytes are read into and dropped.
+const SINK_SIZE: usize = 64 * 1024;
+
+/// A worker's scratch space for body bytes nobody needs, shared by all its
+/// connections. It is borrowed only inside one `poll_read`, never across an
+/// await, so connections on the same thread never contend for it.
+pub struct BodySink {
+    buf: RefCell<Box<[u8]>>,
+}
+
+impl Default for BodySink {
+    fn default() -> Self {
+        BodySink {
+            buf: RefCell::new(vec![0; SINK_SIZE].into_boxed_slice()),
+        }
+    }
+}
+
+impl BodySink {
+    fn poll_discard<S: AsyncRead + Unpin>(
+        &self,
+        stream: &mut S,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<std::io::Result<usize>> {
+        let mut buf = self.buf.borrow_mut();
+        let len = max.min(buf.len());
+        let mut read = ReadBuf::new(&mut buf[..len]);
+        ready!(Pin::new(stream).poll_read(cx, &mut read))?;
+        Poll::Ready(Ok(read.filled().len()))
+    }
+
+    /// Reads at most `max` bytes (never past the body, so a pipelined next
+    /// response stays on the socket) and drops them; 0 means end of stream.
+    async fn discard<S: AsyncRead + Unpin>(&self, stream: &mut S, max: u64) -> Result<usize, RequestError> {
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        std::future::poll_fn(|cx| self.poll_discard(stream, cx, max))
+            .await
+            .map_err(RequestError::from_io)
+    }
+}
+
+/// The most of a response body a plan keeps when it assigns the response
+/// to a variable. A body is kept per connection, so without a cap one
+/// huge (or endless) response would take the machine's memory; past it the
+/// rest is read and dropped and the step fails ([`Capture::overflowed`]).
+pub const MAX_KEPT_BODY: usize = 8 * 1024 * 1024;
+
+/// What a scenario keeps of a response: Set-Cookie values always, and with
+/// `full` (the response is assigned to a variable) every header and the body.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub full: bool,
+    pub headers: Vec<(String, String)>,
+    /// At most [`MAX_KEPT_BODY`] bytes.
+    pub body: Vec<u8>,
+    /// The body was longer than [`MAX_KEPT_BODY`]: what was kept is not it.
+    pub overflowed: bool,
+    /// `name=value` of each Set-Cookie header.
+    pub set_cookies: Vec<String>,
+}
+
+impl Capture {
+    /// Empties it for the next response, keeping its allocations.
+    pub fn clear(&mut self, full: bool) {
+        self.full = full;
+        self.headers.clear();
+        self.body.clear();
+        self.overflowed = false;
+        self.set_cookies.clear();
+    }
+
+    /// Keeps body bytes (HTTP/1.1 or HTTP/2) up to [`MAX_KEPT_BODY`].
+    pub fn keep_body(&mut self, bytes: &[u8]) {
+        if self.body.len() + bytes.len() > MAX_KEPT_BODY {
+            self.overflowed = true;
+        } else {
+            self.body.extend_from_slice(bytes);
+        }
+    }
+
+    /// Keeps one response header (HTTP/1.1 or HTTP/2). Only Set-Cookie is
+    /// needed on every response; the rest is copied (allocating) only for
+    /// responses that are assigned.
+    pub fn add_header(&mut self, name: &str, value: &[u8]) {
+        if name.eq_ignore_ascii_case("set-cookie") {
+            let value = String::from_utf8_lossy(value);
+            let pair = value.split(';').next().unwrap_or_default().trim();
+            if pair.contains('=') {
+                self.set_cookies.push(pair.to_string());
+            }
+        }
+        if self.full {
+            self.headers.push((
+                name.to_ascii_lowercase(),
+                String::from_utf8_lossy(value).into_owned(),
+            ));
+        }
+    }
+}
+
+/// Where body bytes go: dropped into the sink, or kept (up to the cap;
+/// the rest goes to the sink).
+pub(super) enum BodyDest<'a> {
+    Sink(&'a BodySink),
+    Keep(&'a mut Capture, &'a BodySink),
+}
+
+impl BodyDest<'_> {
+    /// Takes buffered body bytes.
+    pub(super) fn take(&mut self, bytes: &[u8]) {
+        if let BodyDest::Keep(capture, _) = self {
+            capture.keep_body(bytes);
+        }
+    }
+
+    /// Reads at most `max` more body bytes from the stream; 0 at its end.
+    pub(super) async fn read<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        max: u64,
+    ) -> Result<usize, RequestError> {
+        match self {
+            BodyDest::Sink(sink) => sink.discard(stream, max).await,
+            BodyDest::Keep(capture, sink) => {
+                let room = MAX_KEPT_BODY - capture.body.len().min(MAX_KEPT_BODY);
+                if capture.overflowed || room == 0 {
+                    let got = sink.discard(stream, max).await?;
+                    capture.overflowed |= got > 0;
+                    return Ok(got);
+                }
+                let out = &mut capture.body;
+                let want = usize::try_from(max)
+                    .unwrap_or(usize::MAX)
+                    .min(SINK_SIZE)
+                    .min(room);
+                let old = out.len();
+                out.resize(old + want, 0);
+                let got = stream.read(&mut out[old..]).await.map_err(RequestError::from_io);
+                out.truncate(old + *got.as_ref().unwrap_or(&0));
+                got
+            }
+        }
+    }
+}

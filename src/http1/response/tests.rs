@@ -1,0 +1,190 @@
+//! The response reader on scripted byte pieces: framing, limits, capture.
+
+use super::*;
+
+/// Feeds the reader from fixed pieces, one piece per read, to exercise
+/// every partial-input path.
+struct Pieces(std::collections::VecDeque<Vec<u8>>);
+
+impl AsyncRead for Pieces {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if let Some(mut piece) = self.0.pop_front() {
+            let n = piece.len().min(buf.remaining());
+            buf.put_slice(&piece[..n]);
+            if n < piece.len() {
+                self.0.push_front(piece.split_off(n));
+            }
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+fn pieces(parts: &[&[u8]]) -> Pieces {
+    Pieces(parts.iter().map(|p| p.to_vec()).collect())
+}
+
+fn read(parts: &[&[u8]], head: bool) -> Result<ResponseHead, RequestError> {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let mut reader = ResponseReader::default();
+    rt.block_on(reader.read_response(&mut pieces(parts), &BodySink::default(), head))
+}
+
+#[test]
+fn content_length_split_across_reads() {
+    let head = read(
+        &[b"HTTP/1.1 200 OK\r\nContent-", b"Length: 5\r\n\r\nwo", b"rld"],
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        head,
+        ResponseHead {
+            status: 200,
+            bytes: 43,
+            close: false
+        }
+    );
+}
+
+#[test]
+fn chunked_with_trailers_byte_by_byte() {
+    let whole = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nT: 1\r\n\r\n";
+    let parts: Vec<&[u8]> = whole.chunks(1).collect();
+    let head = read(&parts, false).unwrap();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.bytes, whole.len() as u64);
+}
+
+#[test]
+fn close_delimited_body_reads_to_eof() {
+    let head = read(&[b"HTTP/1.0 200 OK\r\n\r\n", b"abc", b"def"], false).unwrap();
+    assert_eq!(head.bytes, 25);
+    assert!(head.close);
+}
+
+#[test]
+fn head_and_204_have_no_body() {
+    let head = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n"], true).unwrap();
+    assert_eq!(head.status, 200);
+    let head = read(&[b"HTTP/1.1 204 No Content\r\nContent-Length: 99\r\n\r\n"], false).unwrap();
+    assert_eq!(head.status, 204);
+}
+
+#[test]
+fn interim_100_is_skipped_and_close_is_seen() {
+    let head = read(
+        &[b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"],
+        false,
+    )
+    .unwrap();
+    assert_eq!(head.status, 201);
+    assert!(head.close);
+}
+
+#[test]
+fn pipelined_responses_keep_leftover_bytes() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let mut reader = ResponseReader::default();
+    let mut input = pieces(&[
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 404 NF\r\nContent-Length: 2\r\n\r\nbb",
+    ]);
+    let sink = BodySink::default();
+    let first = rt
+        .block_on(reader.read_response(&mut input, &sink, false))
+        .unwrap();
+    let second = rt
+        .block_on(reader.read_response(&mut input, &sink, false))
+        .unwrap();
+    assert_eq!((first.status, second.status), (200, 404));
+    assert!(reader.buffered().is_empty());
+}
+
+#[test]
+fn large_body_goes_through_the_sink_and_stops_at_its_end() {
+    let body = vec![b'x'; 200_000];
+    let mut first = b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n".to_vec();
+    first.extend_from_slice(&body);
+    let next = b"HTTP/1.1 204 No Content\r\n\r\n";
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let mut reader = ResponseReader::default();
+    let sink = BodySink::default();
+    let mut input = pieces(&[&first, next]);
+    let head = rt
+        .block_on(reader.read_response(&mut input, &sink, false))
+        .unwrap();
+    assert_eq!(head.bytes, first.len() as u64);
+    assert!(
+        reader.buf.len() <= INITIAL_BUFFER,
+        "the body did not grow the head buffer"
+    );
+    let head = rt
+        .block_on(reader.read_response(&mut input, &sink, false))
+        .unwrap();
+    assert_eq!(
+        head.status, 204,
+        "the next response was not swallowed by the body skip"
+    );
+}
+
+#[test]
+fn capture_keeps_headers_body_and_cookies() {
+    let whole = b"HTTP/1.1 200 OK\r\nSet-Cookie: session=abc; Path=/\r\nX-Token: t1\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n";
+    let parts: Vec<&[u8]> = whole.chunks(7).collect();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let mut reader = ResponseReader::default();
+    let mut capture = Capture::default();
+    capture.clear(true);
+    let head = rt
+        .block_on(reader.read_response_into(
+            &mut pieces(&parts),
+            &BodySink::default(),
+            false,
+            Some(&mut capture),
+        ))
+        .unwrap();
+    assert_eq!(head.bytes, whole.len() as u64);
+    assert_eq!(capture.body, br#"{"a":1}"#);
+    assert_eq!(capture.set_cookies, vec!["session=abc".to_string()]);
+    assert!(
+        capture
+            .headers
+            .contains(&("x-token".to_string(), "t1".to_string()))
+    );
+    // Without `full` only the cookies are kept.
+    let mut light = Capture::default();
+    let mut reader = ResponseReader::default();
+    rt.block_on(reader.read_response_into(
+        &mut pieces(&[whole]),
+        &BodySink::default(),
+        false,
+        Some(&mut light),
+    ))
+    .unwrap();
+    assert!(light.body.is_empty() && light.headers.is_empty());
+    assert_eq!(light.set_cookies.len(), 1);
+}
+
+#[test]
+fn errors_have_the_right_kind() {
+    let garbage = read(&[b"NOT HTTP AT ALL\r\n\r\n"], false).unwrap_err();
+    assert_eq!(garbage.kind, ErrorKind::Protocol);
+    let eof = read(&[], false).unwrap_err();
+    assert_eq!(eof.kind, ErrorKind::Reset);
+    assert!(eof.message().contains("before any response"));
+    let short = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"], false).unwrap_err();
+    assert_eq!(short.kind, ErrorKind::Reset);
+    let bad_len = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"], false).unwrap_err();
+    assert_eq!(bad_len.kind, ErrorKind::Protocol);
+    let signed = read(&[b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nab"], false).unwrap_err();
+    assert_eq!(signed.kind, ErrorKind::Protocol);
+    let empty_size = read(
+        &[b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\r\n"],
+        false,
+    )
+    .unwrap_err();
+    assert_eq!(empty_size.kind, ErrorKind::Protocol);
+}
