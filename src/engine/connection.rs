@@ -107,7 +107,7 @@ async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) {
         let delay = sent_at.saturating_duration_since(ticket.intended);
         ctx.recorder.borrow_mut().record_send_delay(delay, ticket.queued);
     }
-    let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.timeout);
+    let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.transport.timeout);
     let outgoing = Outgoing::Prepared { count: ticket.count };
     let round = driver.round_trip(ctx, outgoing, deadline, |head| {
         record_response(ctx, ticket, sent_at, head)

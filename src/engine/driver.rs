@@ -107,7 +107,7 @@ impl Driver {
             Driver::H2(lane) => lane,
         };
         let shared = &ctx.shared;
-        let keepalive = shared.keepalive;
+        let keepalive = shared.transport.keepalive;
         let exchange = async {
             match outgoing {
                 Outgoing::Prepared { .. } => {
@@ -167,7 +167,7 @@ impl H1 {
             }
             Outgoing::Rendered { request, capture } => {
                 self.scratch.clear();
-                http1::request::encode(&mut self.scratch, request, shared.keepalive);
+                http1::request::encode(&mut self.scratch, request, shared.transport.keepalive);
                 (
                     &self.scratch[..],
                     self.scratch.len(),
@@ -206,7 +206,7 @@ impl H1 {
                 }
             };
             answered(head);
-            if head.close || !shared.keepalive || cut.is_some() {
+            if head.close || !shared.transport.keepalive || cut.is_some() {
                 socket.stream = None;
                 let unanswered = count - done - 1;
                 if unanswered > 0 {
@@ -239,7 +239,7 @@ fn within<T>(
     deadline: Instant,
     work: impl Future<Output = Result<T, RequestError>>,
 ) -> impl Future<Output = Result<T, RequestError>> {
-    let timeout = ctx.shared.timeout;
+    let timeout = ctx.shared.transport.timeout;
     tokio::time::timeout_at(deadline, work).map(move |done| {
         done.unwrap_or_else(|_| {
             Err(RequestError::new(

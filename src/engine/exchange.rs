@@ -42,7 +42,7 @@ impl WorkerCtx {
         if let Some(lane) = home.as_ref().and_then(|h| h.lane()) {
             return lane;
         }
-        let fresh = Home::new(self.shared.streams, self.h2_outbox.clone());
+        let fresh = Home::new(self.shared.transport.streams, self.h2_outbox.clone());
         let lane = fresh.lane().expect("a new group has free lanes");
         *home = Some(fresh);
         lane

@@ -263,7 +263,7 @@ async fn exec(
         iteration,
     };
     let result = match command.render_string(&scope) {
-        Ok(command) => crate::scenario::exec::run(&command, ctx.shared.timeout).await,
+        Ok(command) => crate::scenario::exec::run(&command, ctx.shared.transport.timeout).await,
         Err(e) => Err(e),
     };
     let us = micros_between(started, Instant::now());
@@ -414,7 +414,7 @@ async fn send_one(
         request: &sent,
         capture: &mut state.capture,
     };
-    let deadline = tokio::time::Instant::now() + ctx.shared.timeout;
+    let deadline = tokio::time::Instant::now() + ctx.shared.transport.timeout;
     let mut answer = None;
     let result = driver
         .round_trip(ctx, outgoing, deadline, |head| answer = Some(head))

@@ -84,15 +84,13 @@ pub struct Shared {
     pub target: Target,
     pub request: RequestBytes,
     pub protocol: Protocol,
-    /// Request loops per connection: HTTP/2 streams (1 for HTTP/1.1).
-    pub streams: usize,
+    /// The plan's transport settings as they are: timeouts, keep-alive,
+    /// pipelining, HTTP/2 streams per connection (request loops per
+    /// connection; 1 for HTTP/1.1).
+    pub transport: crate::plan::Transport,
     /// `request` as HTTP/2 sends it, when the run speaks HTTP/2.
     pub h2_request: Option<H2Request>,
     pub success: StatusSet,
-    pub timeout: Duration,
-    pub connect_timeout: Duration,
-    pub keepalive: bool,
-    pub pipeline: u32,
     pub model: LoadModel,
     /// A plan file's steps (`volley plan`); `None` sends `request`.
     pub scenario: Option<Arc<crate::scenario::Scenario>>,
@@ -239,13 +237,9 @@ pub fn run(
         target: target.clone(),
         request: request.pipelined(plan.transport.pipeline),
         protocol: settled.protocol,
-        streams: plan.transport.streams,
+        transport: plan.transport.clone(),
         h2_request,
         success: plan.request.success.clone(),
-        timeout: plan.transport.timeout,
-        connect_timeout: plan.transport.connect_timeout,
-        keepalive: plan.transport.keepalive,
-        pipeline: plan.transport.pipeline,
         model: LoadModel::of(plan),
         scenario: plan.request.scenario.clone(),
         open_model: plan.load.rate.is_some(),

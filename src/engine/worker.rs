@@ -50,12 +50,12 @@ fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, r
     match &shared.model {
         LoadModel::Closed { ramp } => Feed::Closed(ClosedFeed {
             budget: Budget::new(limit.requests, deadline),
-            pipeline: shared.pipeline,
+            pipeline: shared.transport.pipeline,
             // A ramp of connections admits their request loops (streams).
             ramp: ramp
                 .as_ref()
                 .filter(|_| ramped)
-                .map(|r| (r.scaled(spec.share * shared.streams as f64), start)),
+                .map(|r| (r.scaled(spec.share * shared.transport.streams as f64), start)),
         }),
         LoadModel::Open { rate, ramp } => {
             let profile = match ramp.as_ref().filter(|_| ramped) {
@@ -68,7 +68,7 @@ fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, r
                 start,
                 limit.requests,
                 deadline,
-                spec.may_add * shared.streams,
+                spec.may_add * shared.transport.streams,
             ))
         }
     }
@@ -87,7 +87,11 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
     // Feeds register their timer with this runtime's reactor.
     let _entered = runtime.enter();
     let ctx = WorkerCtx {
-        connector: Connector::new(&shared.target, shared.tls.clone(), shared.connect_timeout),
+        connector: Connector::new(
+            &shared.target,
+            shared.tls.clone(),
+            shared.transport.connect_timeout,
+        ),
         recorder: RefCell::new(Recorder::with_steps(
             shared.scenario.as_ref().map_or(0, |s| s.stat_names.len()),
         )),
@@ -100,7 +104,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
         shared,
     };
     // One request loop per connection, or per HTTP/2 stream.
-    let loops = spec.connections * ctx.shared.streams;
+    let loops = spec.connections * ctx.shared.transport.streams;
     let mut slots: Vec<LoopSlot> = (0..loops).map(|_| LoopSlot::default()).collect();
 
     if let Some(limit) = spec.warmup {
