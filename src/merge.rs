@@ -477,7 +477,8 @@ pub struct Output {
 }
 
 /// Checks the plan's and the given thresholds on the merged report, prints
-/// it, writes the files; returns whether a threshold failed.
+/// it, writes the files, as a run finishes ([`crate::run::judge`],
+/// [`crate::run::save`]); returns whether a threshold failed.
 pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String> {
     let texts = merged.plan["thresholds"]
         .as_array()
@@ -488,10 +489,8 @@ pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String>
     let criteria = texts
         .map(|t| crate::slo::parse_criterion(&t).map_err(|e| format!("--threshold: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
-    merged.thresholds = crate::thresholds::check(merged, &criteria);
-    if output.json {
-        println!("{}", merged.to_json());
-    } else {
+    let text = !output.json;
+    if text {
         print!("{}", shards_block(merged));
         for run in &merged.runs {
             println!("\n{}", run.url);
@@ -501,15 +500,15 @@ pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String>
             );
             print!("{}", crate::report::text::steps_table(run));
         }
-        print!("{}", crate::thresholds::render(&merged.thresholds, &criteria));
     }
-    if let Some(path) = &output.file {
-        std::fs::write(path, merged.to_json() + "\n")
-            .map_err(|e| format!("cannot write '{}': {e}", path.display()))?;
-    }
-    if let Some(path) = &output.html {
-        std::fs::write(path, crate::report::html::render(&*merged))
-            .map_err(|e| format!("cannot write '{}': {e}", path.display()))?;
-    }
+    crate::run::judge(merged, &criteria, text);
+    let files = crate::run::Output {
+        json_stdout: output.json,
+        file: output.file.clone(),
+        html: output.html.clone(),
+        detail: crate::report::text::Detail::Normal,
+        sinks: Default::default(),
+    };
+    crate::run::save(merged, &files).map_err(|e| e.to_string())?;
     Ok(merged.thresholds.iter().any(|t| !t.passed))
 }

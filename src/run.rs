@@ -228,20 +228,28 @@ pub fn run_watched(
     Ok((result, watch.failed.take()))
 }
 
-/// Checks `--threshold`s on the finished report and prints the block.
+/// Checks the plan's `--threshold`s on the finished report and prints the
+/// block.
 pub fn finish_thresholds(report: &mut Report, text: bool) {
     let criteria = report.plan.reporting.thresholds.clone();
+    judge(report, &criteria, text);
+}
+
+/// Checks `criteria` on a finished report (a run's, or `volley merge`'s
+/// from saved shards) and, with `text`, prints their block.
+pub fn judge<P>(report: &mut Report<P>, criteria: &[crate::slo::Criterion], text: bool) {
     if criteria.is_empty() {
         return;
     }
-    report.thresholds = crate::thresholds::check(report, &criteria);
+    report.thresholds = crate::thresholds::check(report, criteria);
     if text {
-        print!("{}", crate::thresholds::render(&report.thresholds, &criteria));
+        print!("{}", crate::thresholds::render(&report.thresholds, criteria));
     }
 }
 
-/// Writes the JSON report where asked (a file, or stdout for `--json`).
-pub fn save(report: &Report, output: &Output) -> Result<(), EngineError> {
+/// Writes the JSON report where asked (a file, or stdout for `--json`) and
+/// the HTML report; the same for a run's report and a merged one.
+pub fn save<P: serde::Serialize>(report: &Report<P>, output: &Output) -> Result<(), EngineError> {
     if let Some(path) = &output.file {
         std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| EngineError::Setup(format!("cannot write report to '{}': {e}", path.display())))?;
