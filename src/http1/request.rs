@@ -85,8 +85,14 @@ impl RequestBytes {
     }
 
     /// Repeats the request for pipelined rounds of up to `depth` requests.
+    /// Without pipelining the bytes stay as they are: copying them would
+    /// hold a large `--body-file` twice at the start of the run.
     pub fn pipelined(mut self, depth: u32) -> RequestBytes {
-        self.bytes = self.bytes[..self.single].repeat(depth.max(1) as usize);
+        if depth > 1 {
+            self.bytes = self.bytes[..self.single].repeat(depth as usize);
+        } else {
+            self.bytes.truncate(self.single);
+        }
         self
     }
 

@@ -90,7 +90,7 @@ pub struct Stop {
 /// What is sent. `Body` is the bytes in a plan, and where they come from
 /// ([`BodySource`]) in a spec, before the file is read.
 #[derive(Clone, Debug)]
-pub struct Request<Body = Vec<u8>> {
+pub struct Request<Body = bytes::Bytes> {
     /// The URLs, run one after another (resolved in a plan).
     pub targets: Vec<Target>,
     pub method: String,

@@ -50,7 +50,7 @@ impl RunSpec {
                 targets,
                 method: request.method,
                 headers: request.headers,
-                body,
+                body: body.into(),
                 success: request.success,
                 scenario: request.scenario,
             },

@@ -410,7 +410,7 @@ mod tests {
             .unwrap()
             .resolve()
             .unwrap();
-        assert_eq!(plan.request.body, b"{}");
+        assert_eq!(&plan.request.body[..], b"{}");
         // localhost comes from the hosts file: no query leaves the machine.
         assert!(!plan.request.targets[0].addrs.is_empty());
         assert!(plan.request.targets[0].addrs.iter().all(|a| a.ip().is_loopback()));
