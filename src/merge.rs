@@ -142,15 +142,21 @@ pub fn merge(inputs: &[Input], partial: bool) -> Result<SavedReport, String> {
 /// The whole plan: the first shard's, with the split quantities added back
 /// up over the shards given and no shard of its own.
 fn whole_plan(reports: &[&SavedReport]) -> Value {
-    let mut plan = reports[0].plan.clone();
+    whole_plan_of(&reports.iter().map(|r| &r.plan).collect::<Vec<_>>())
+}
+
+/// [`whole_plan`] from the shards' recorded plans alone (what the live
+/// merge has before any shard has finished).
+pub fn whole_plan_of(plans: &[&Value]) -> Value {
+    let mut plan = plans[0].clone();
     let sum = |key: &str| -> Value {
-        let values: Vec<&Value> = reports.iter().map(|r| &r.plan[key]).collect();
+        let values: Vec<&Value> = plans.iter().map(|p| &p[key]).collect();
         if values.iter().all(|v| v.is_u64()) {
             Value::from(values.iter().filter_map(|v| v.as_u64()).sum::<u64>())
         } else if values.iter().all(|v| v.is_number()) {
             Value::from(values.iter().filter_map(|v| v.as_f64()).sum::<f64>())
         } else {
-            reports[0].plan[key].clone()
+            plans[0][key].clone()
         }
     };
     if let Some(map) = plan.as_object_mut() {
@@ -159,17 +165,17 @@ fn whole_plan(reports: &[&SavedReport]) -> Value {
         }
         if let Some(stages) = map.get_mut("stages").and_then(Value::as_array_mut) {
             for (i, stage) in stages.iter_mut().enumerate() {
-                let total: f64 = reports
+                let total: f64 = plans
                     .iter()
-                    .filter_map(|r| r.plan["stages"][i]["target"].as_f64())
+                    .filter_map(|p| p["stages"][i]["target"].as_f64())
                     .sum();
                 stage["target"] = Value::from(total);
             }
         }
         if map["warmup"]["requests"].is_u64() {
-            let total: u64 = reports
+            let total: u64 = plans
                 .iter()
-                .filter_map(|r| r.plan["warmup"]["requests"].as_u64())
+                .filter_map(|p| p["warmup"]["requests"].as_u64())
                 .sum();
             map.insert("warmup".to_string(), serde_json::json!({ "requests": total }));
         }
@@ -293,54 +299,64 @@ fn merge_summary(parts: &[&Summary], hists: [&Histogram<u64>; 3]) -> Summary {
 /// Sums interval k of every shard into interval k.
 fn merge_series(parts: &[&[SeriesRow]]) -> Result<Vec<SeriesRow>, String> {
     let len = parts.iter().map(|s| s.len()).max().unwrap_or(0);
-    let mut merged = Vec::with_capacity(len);
+    let mut merged: Vec<SeriesRow> = Vec::with_capacity(len);
     for k in 0..len {
         let rows: Vec<&SeriesRow> = parts.iter().filter_map(|s| s.get(k)).collect();
-        let hists = rows
-            .iter()
-            .map(|r| r.histogram.as_ref().map(IntervalHistogram::histogram))
-            .collect::<Option<Result<Vec<_>, _>>>()
-            .ok_or("a series row has no histogram (a report from before volley 0.1's merge support)")??;
-        let hist = sum_histograms(hists.iter());
-        let t_s = rows.iter().map(|r| r.t_s).fold(0.0, f64::max);
         let start_s = if k == 0 {
             0.0
         } else {
-            merged.last().map_or(0.0, |r: &SeriesRow| r.t_s)
+            merged.last().map_or(0.0, |r| r.t_s)
         };
-        let requests: u64 = rows.iter().map(|r| r.requests).sum();
-        let pct = |q: f64| {
-            if hist.is_empty() {
-                0.0
-            } else {
-                hist.value_at_quantile(q) as f64 / 1000.0
-            }
-        };
-        merged.push(SeriesRow {
-            t_s,
-            requests,
-            errors: rows.iter().map(|r| r.errors).sum(),
-            status_classes: std::array::from_fn(|c| rows.iter().map(|r| r.status_classes[c]).sum()),
-            rps: rate(requests, (t_s - start_s).max(1e-6)),
-            mean: if hist.is_empty() {
-                0.0
-            } else {
-                hist.mean() / 1000.0
-            },
-            p50: pct(0.5),
-            p90: pct(0.9),
-            p99: pct(0.99),
-            max: rows.iter().map(|r| r.max).fold(0.0, f64::max),
-            load: rows.iter().map(|r| r.load).sum(),
-            // Process samples are each shard's machine: they do not add up.
-            target: None,
-            tool: None,
-            histogram: Some(IntervalHistogram::new(&hist)),
-            // Rows keep service percentiles, not a histogram: they do not add up.
-            service: None,
-        });
+        merged.push(merge_interval(&rows, start_s)?.0);
     }
     Ok(merged)
+}
+
+/// One interval of the shards (their rows k) as one row; `start_s` is where
+/// the merged interval starts (the previous merged row's end, 0 for the
+/// first). Returns the summed histogram too, for whoever keeps totals: the
+/// live merge of `volley merge --follow` shows what this gives, so its rows
+/// are the merged report's.
+pub fn merge_interval(rows: &[&SeriesRow], start_s: f64) -> Result<(SeriesRow, Histogram<u64>), String> {
+    let hists = rows
+        .iter()
+        .map(|r| r.histogram.as_ref().map(IntervalHistogram::histogram))
+        .collect::<Option<Result<Vec<_>, _>>>()
+        .ok_or("a series row has no histogram (a report from before volley 0.1's merge support)")??;
+    let hist = sum_histograms(hists.iter());
+    let t_s = rows.iter().map(|r| r.t_s).fold(0.0, f64::max);
+    let requests: u64 = rows.iter().map(|r| r.requests).sum();
+    let pct = |q: f64| {
+        if hist.is_empty() {
+            0.0
+        } else {
+            hist.value_at_quantile(q) as f64 / 1000.0
+        }
+    };
+    let row = SeriesRow {
+        t_s,
+        requests,
+        errors: rows.iter().map(|r| r.errors).sum(),
+        status_classes: std::array::from_fn(|c| rows.iter().map(|r| r.status_classes[c]).sum()),
+        rps: rate(requests, (t_s - start_s).max(1e-6)),
+        mean: if hist.is_empty() {
+            0.0
+        } else {
+            hist.mean() / 1000.0
+        },
+        p50: pct(0.5),
+        p90: pct(0.9),
+        p99: pct(0.99),
+        max: rows.iter().map(|r| r.max).fold(0.0, f64::max),
+        load: rows.iter().map(|r| r.load).sum(),
+        // Process samples are each shard's machine: they do not add up.
+        target: None,
+        tool: None,
+        histogram: Some(IntervalHistogram::new(&hist)),
+        // Rows keep service percentiles, not a histogram: they do not add up.
+        service: None,
+    };
+    Ok((row, hist))
 }
 
 fn merge_run(parts: &[&RunReport]) -> Result<RunReport, String> {
