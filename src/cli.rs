@@ -251,6 +251,10 @@ pub struct RunArgs {
     /// Print the JSON report on stdout instead of the text report.
     #[arg(long)]
     pub json: bool,
+    /// Write each finished interval as a JSON line to FILE (- for stdout),
+    /// for `volley merge --follow` to add the shards up live (docs/stream.md).
+    #[arg(long, value_name = "FILE|-")]
+    pub stream: Option<String>,
     /// Send the metrics every interval to a receiver (repeatable):
     /// prometheus=URL (remote write, e.g. http://127.0.0.1:9090/api/v1/write)
     /// or otlp=URL (OTLP over HTTP, /v1/metrics).

@@ -256,6 +256,10 @@ fn output_of(args: &volley::cli::RunArgs) -> Result<Output, ExitCode> {
         sinks: volley::sink::SinkSpec {
             dashboard: args.dashboard,
             metrics,
+            stream: args
+                .stream
+                .as_deref()
+                .map(volley::sink::stream::Destination::parse),
         },
     })
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 pub mod dashboard;
 pub mod endpoint;
 pub mod metrics;
+pub mod stream;
 
 /// What the command line asked for beyond the terminal and the report files.
 #[derive(Clone, Debug, Default)]
@@ -26,6 +27,8 @@ pub struct SinkSpec {
     pub dashboard: Option<std::net::SocketAddr>,
     /// `--run-id`, `--tag`, `--out` and `--metrics-addr`.
     pub metrics: metrics::MetricsSpec,
+    /// `--stream`: the intervals as JSON lines, for a live merge.
+    pub stream: Option<stream::Destination>,
 }
 
 /// A run about to start: one URL of `volley run` or a plan, or one level of
@@ -37,6 +40,16 @@ pub struct RunStart<'a> {
     pub plan: &'a Plan,
     /// `volley step`: the level of load of this run.
     pub level: Option<f64>,
+}
+
+/// The planned length of one run: its duration, or its stages' total.
+pub fn planned_seconds(plan: &Plan) -> Option<f64> {
+    plan.stop.duration.map(|d| d.as_secs_f64()).or_else(|| {
+        plan.load
+            .stages
+            .as_ref()
+            .map(|stages| stages.iter().map(|s| s.duration.as_secs_f64()).sum())
+    })
 }
 
 /// A destination for results: fed every interval as an [`Observer`], and
@@ -67,6 +80,10 @@ impl Sinks {
         }
         if spec.metrics.any() {
             sinks.push(Box::new(metrics::Metrics::start(&spec.metrics)?));
+        }
+        // Last: its end line carries the report with what the others added.
+        if let Some(destination) = &spec.stream {
+            sinks.push(Box::new(stream::Stream::start(destination)?));
         }
         sinks.run_id = Some(spec.metrics.run_id.clone()).filter(|id| !id.is_empty());
         Ok(sinks)

@@ -10,6 +10,7 @@ pub mod html;
 pub mod live;
 mod measured;
 pub mod saved;
+pub mod stream;
 pub mod text;
 pub mod verdicts;
 

@@ -73,16 +73,6 @@ impl Dashboard {
     }
 }
 
-/// The planned length of one run: its duration, or its stages' total.
-fn planned_seconds(plan: &crate::plan::Plan) -> Option<f64> {
-    plan.stop.duration.map(|d| d.as_secs_f64()).or_else(|| {
-        plan.load
-            .stages
-            .as_ref()
-            .map(|stages| stages.iter().map(|s| s.duration.as_secs_f64()).sum())
-    })
-}
-
 impl Observer for Dashboard {
     fn row(&mut self, row: &SeriesRow, _steps: &[SeriesRow]) {
         self.last_row = serde_json::to_value(row).unwrap_or_default();
@@ -133,7 +123,7 @@ impl Sink for Dashboard {
                 "url": run.url,
                 "level": run.level,
                 "unit": unit,
-                "planned_s": planned_seconds(run.plan),
+                "planned_s": super::planned_seconds(run.plan),
             }),
         );
     }
