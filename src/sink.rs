@@ -72,8 +72,8 @@ pub struct Sinks {
 }
 
 impl Sinks {
-    /// Starts the sinks the command line asked for.
-    pub fn start(spec: &SinkSpec) -> Result<Sinks, String> {
+    /// Starts the sinks the command line asked for, for the runs of `plan`.
+    pub fn start(spec: &SinkSpec, plan: &Plan) -> Result<Sinks, String> {
         let mut sinks = Sinks::default();
         if let Some(addr) = spec.dashboard {
             sinks.push(Box::new(dashboard::Dashboard::start(addr)?));
@@ -83,7 +83,7 @@ impl Sinks {
         }
         // Last: its end line carries the report with what the others added.
         if let Some(destination) = &spec.stream {
-            sinks.push(Box::new(stream::Stream::start(destination)?));
+            sinks.push(Box::new(stream::Stream::start(destination, plan)?));
         }
         sinks.run_id = Some(spec.metrics.run_id.clone()).filter(|id| !id.is_empty());
         Ok(sinks)

@@ -6,7 +6,8 @@
 //! `schema/stream-v1.json` for one line). Every line opens with the same
 //! bytes ([`PREFIX`]), so a reader can pick the stream's lines out of a log
 //! that holds other text (a pod's log holds the countdown and the report
-//! too). The lines, in order: a [`Header`] (the plan's identity), then for
+//! too). The lines, in order: a [`Header`] (the plan's identity, written as
+//! the run is set up, before any wait for its start), then for
 //! each URL a [`RunLine`], its [`IntervalLine`]s and a [`RunEnd`], and last
 //! an [`End`] with the finished report. An interval line carries the row the
 //! report's series keeps (counters and the interval's histogram, encoded

@@ -15,6 +15,7 @@
 use super::{RunStart, Sink};
 use crate::collector::SeriesRow;
 use crate::engine::Observer;
+use crate::plan::Plan;
 use crate::recorder::Snapshot;
 use crate::report::stream::{End, EndState, Header, IntervalLine, Line, RunEnd, RunLine};
 use crate::report::{Report, RunReport};
@@ -61,7 +62,6 @@ pub struct Stream {
     queue: Option<SyncSender<Line>>,
     /// Told when the writer has written its last line.
     written: Receiver<()>,
-    header_sent: bool,
     run: usize,
     /// The next interval's position in the current run.
     k: usize,
@@ -72,9 +72,11 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// Opens the destination now (so a bad path fails before the run) and
-    /// starts the writer thread.
-    pub fn start(destination: &Destination) -> Result<Stream, String> {
+    /// Opens the destination now (so a bad path fails before the run),
+    /// starts the writer thread and writes the header: which plan and which
+    /// shard, before any wait for `--start-at`, so that a follower knows
+    /// this shard is there and when it starts.
+    pub fn start(destination: &Destination, plan: &Plan) -> Result<Stream, String> {
         let name = destination.name();
         let out: Box<dyn Write + Send> = match destination {
             Destination::Stdout => Box::new(std::io::stdout()),
@@ -92,17 +94,26 @@ impl Stream {
                 let _ = done.send(());
             })
             .map_err(|e| format!("cannot start the stream's writer thread: {e}"))?;
-        Ok(Stream {
+        let mut stream = Stream {
             name,
             queue: Some(queue),
             written,
-            header_sent: false,
             run: 0,
             k: 0,
             row: None,
             dropped: 0,
             closed: false,
-        })
+        };
+        stream.send(Line::Header(Header {
+            shard: plan.shard,
+            plan_hash: plan.whole_plan_hash(),
+            planned_start: plan
+                .start_at
+                .map(|s| humantime::format_rfc3339_millis(s.at).to_string()),
+            interval_s: plan.reporting.interval.as_secs_f64(),
+            plan: serde_json::to_value(plan).expect("plans always serialise"),
+        }));
+        Ok(stream)
     }
 
     /// Queues a line without waiting; a full queue drops it (counted).
@@ -188,18 +199,6 @@ impl Observer for Stream {
 
 impl Sink for Stream {
     fn run_started(&mut self, run: &RunStart) {
-        if !std::mem::replace(&mut self.header_sent, true) {
-            let plan = run.plan;
-            self.send(Line::Header(Header {
-                shard: plan.shard,
-                plan_hash: plan.whole_plan_hash(),
-                planned_start: plan
-                    .start_at
-                    .map(|s| humantime::format_rfc3339_millis(s.at).to_string()),
-                interval_s: plan.reporting.interval.as_secs_f64(),
-                plan: serde_json::to_value(plan).expect("plans always serialise"),
-            }));
-        }
         self.run = run.index;
         self.k = 0;
         self.send(Line::Run(RunLine {
@@ -248,11 +247,32 @@ impl Drop for Stream {
 mod tests {
     use super::*;
 
+    fn plan() -> Plan {
+        use clap::Parser as _;
+        let crate::cli::Command::Run(args) = crate::cli::Cli::parse_from([
+            "volley",
+            "run",
+            "http://127.0.0.1:9/",
+            "--shard",
+            "1/2",
+            "--interval",
+            "250ms",
+        ])
+        .command
+        else {
+            unreachable!("a run command")
+        };
+        Plan::from_args(&args).unwrap()
+    }
+
     #[test]
     fn a_stream_that_cannot_be_opened_fails_before_the_run() {
-        let err = Stream::start(&Destination::File(PathBuf::from("/nonexistent/dir/s.jsonl")))
-            .err()
-            .unwrap();
+        let err = Stream::start(
+            &Destination::File(PathBuf::from("/nonexistent/dir/s.jsonl")),
+            &plan(),
+        )
+        .err()
+        .unwrap();
         assert!(
             err.starts_with("cannot write the stream to '/nonexistent/dir/s.jsonl'"),
             "{err}"
@@ -264,12 +284,20 @@ mod tests {
     fn a_run_that_failed_still_ends_its_stream() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("failed.jsonl");
-        drop(Stream::start(&Destination::File(path.clone())).unwrap());
+        drop(Stream::start(&Destination::File(path.clone()), &plan()).unwrap());
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<_> = text.lines().collect();
-        assert_eq!(lines.len(), 1, "{text}");
+        assert_eq!(lines.len(), 2, "{text}");
+        let Some(Ok(Line::Header(header))) = Line::parse(lines[0]) else {
+            panic!("a header first: {text}")
+        };
         assert_eq!(
-            Line::parse(lines[0]),
+            header.shard,
+            Some(crate::plan::shard::Shard { index: 1, count: 2 })
+        );
+        assert_eq!(header.interval_s, 0.25);
+        assert_eq!(
+            Line::parse(lines[1]),
             Some(Ok(Line::End(End {
                 state: EndState::Failed,
                 dropped: 0,
