@@ -1,5 +1,7 @@
 //! What the user sees while a run goes: the per-interval log rows and, on a
-//! terminal only, a progress line redrawn in place.
+//! terminal only, a progress line redrawn in place. A live merge of shards
+//! shows its rows the same way, each with the shards it holds
+//! ([`LiveView::merged_row`]).
 
 use super::PhaseTotals;
 use super::text::{log_header, log_row, step_log_row, thousands, warmup_line};
@@ -49,6 +51,51 @@ impl LiveView {
     pub fn finish(&mut self) {
         let mut out = std::io::stdout().lock();
         self.clear_progress(&mut out);
+        let _ = out.flush();
+    }
+}
+
+/// A live merge's interval: which shards it holds, and its errors by kind.
+pub struct MergedRow<'a> {
+    pub row: &'a SeriesRow,
+    pub steps: &'a [SeriesRow],
+    /// `3/3`, or what is missing: `2/3 lagging 1`.
+    pub shards: &'a str,
+    /// `timeout 3, reset 1` (empty when there were none).
+    pub errors: &'a str,
+}
+
+impl LiveView {
+    /// A live merge's interval: the log row with a shards column, its
+    /// items' rows, and its errors by kind on a line of their own.
+    pub fn merged_row(&mut self, merged: &MergedRow) {
+        if !self.log {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        self.clear_progress(&mut out);
+        if !self.header_printed {
+            let _ = writeln!(out, "{}  shards", log_header(self.watching));
+            self.header_printed = true;
+        }
+        let _ = writeln!(out, "{}  {}", log_row(merged.row, self.watching), merged.shards);
+        for (name, step) in self.step_names.iter().zip(merged.steps) {
+            let _ = writeln!(out, "{}", step_log_row(name, step));
+        }
+        if !merged.errors.is_empty() {
+            let _ = writeln!(out, "  errors: {}", merged.errors);
+        }
+        let _ = out.flush();
+    }
+
+    /// A line of its own between the rows (a shard gone, a run's URL).
+    pub fn note(&mut self, text: &str) {
+        if !self.log {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        self.clear_progress(&mut out);
+        let _ = writeln!(out, "{text}");
         let _ = out.flush();
     }
 }
