@@ -112,9 +112,16 @@ pub struct K8sRunArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct MergeArgs {
-    /// The shards' JSON reports (volley run --shard I/N -o shard-I.json).
+    /// The shards' JSON reports (volley run --shard I/N -o shard-I.json),
+    /// or with --follow their streams (--stream shard-I.jsonl).
     #[arg(value_name = "REPORT.json", required = true)]
     pub reports: Vec<PathBuf>,
+    /// Follow the shards' --stream files while they are written: show the
+    /// merged run live, then merge their finished reports.
+    #[arg(long)]
+    pub follow: bool,
+    #[command(flatten)]
+    pub live: LiveMergeArgs,
     /// Write the merged JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,
@@ -131,6 +138,29 @@ pub struct MergeArgs {
     /// Merge even when shards are missing (the report says which).
     #[arg(long)]
     pub partial: bool,
+}
+
+/// How a live merge (`merge --follow`, `k8s run`) waits for its shards.
+#[derive(Debug, Clone, Args)]
+pub struct LiveMergeArgs {
+    /// Show an interval this long after its first shard sent it, as
+    /// partial, if some shards still have not.
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub grace: String,
+    /// A shard silent this long is gone [default: 3 intervals plus the
+    /// pause between URLs, at least 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub gone_after: Option<String>,
+    /// Serve the merged run live in a browser at ADDR (default
+    /// 127.0.0.1:5665; give it as --dashboard=ADDR).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "127.0.0.1:5665"
+    )]
+    pub dashboard: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -11,6 +11,7 @@ pub mod collector;
 pub mod compare;
 pub mod demo;
 pub mod engine;
+pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod histogram;

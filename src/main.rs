@@ -119,7 +119,7 @@ fn main() -> ExitCode {
                 Err(err) => fail(EXIT_FAILED, &err.to_string()),
             }
         }
-        Command::Merge(args) => merge(&args),
+        Command::Merge(args) => merge(&args, &stop),
         Command::K8s(volley::cli::K8sCommand::Manifest(opts)) => {
             match volley::k8s::build(&opts, std::time::SystemTime::now()) {
                 Ok(spec) => {
@@ -170,8 +170,17 @@ fn compare(args: &volley::cli::CompareArgs) -> ExitCode {
 
 /// `volley merge`: one report from the shards' reports; exit 3 when a
 /// threshold fails on the merged run.
-fn merge(args: &volley::cli::MergeArgs) -> ExitCode {
+fn merge(args: &volley::cli::MergeArgs, stop: &AtomicBool) -> ExitCode {
     use volley::report::SavedReport;
+    if args.follow {
+        return merge_follow(args, stop);
+    }
+    if args.live.dashboard.is_some() || args.live.gone_after.is_some() || args.live.grace != "2s" {
+        return fail(
+            EXIT_USAGE,
+            "--dashboard, --grace and --gone-after watch shards live: give them with --follow",
+        );
+    }
     let mut inputs = Vec::with_capacity(args.reports.len());
     for path in &args.reports {
         match SavedReport::load(path) {
@@ -186,12 +195,7 @@ fn merge(args: &volley::cli::MergeArgs) -> ExitCode {
         Ok(merged) => merged,
         Err(e) => return fail(EXIT_USAGE, &e),
     };
-    let output = volley::merge::Output {
-        file: args.output.clone(),
-        html: args.html.clone(),
-        json: args.json,
-        thresholds: args.thresholds.clone(),
-    };
+    let output = merge_output(args);
     let failed = match volley::merge::finish(&mut merged, &output) {
         Ok(failed) => failed,
         Err(e) => return fail(EXIT_USAGE, &e),
@@ -201,6 +205,55 @@ fn merge(args: &volley::cli::MergeArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `volley merge --follow`: the shards' streams merged live, then their
+/// reports as `volley merge`; exit 1 when a shard failed or went away.
+fn merge_follow(args: &volley::cli::MergeArgs, stop: &AtomicBool) -> ExitCode {
+    use volley::follow::FollowError;
+    let options = match follow_options(&args.live, args.partial, merge_output(args)) {
+        Ok(options) => options,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    match volley::follow::files::follow(&args.reports, &options, stop) {
+        Ok(true) => ExitCode::from(EXIT_THRESHOLDS),
+        Ok(false) => ExitCode::SUCCESS,
+        Err(FollowError::Input(e)) => fail(EXIT_USAGE, &e),
+        Err(FollowError::Failed(e)) => fail(EXIT_FAILED, &e),
+        Err(FollowError::Interrupted(e)) => fail(EXIT_INTERRUPTED, &e),
+    }
+}
+
+fn merge_output(args: &volley::cli::MergeArgs) -> volley::merge::Output {
+    volley::merge::Output {
+        file: args.output.clone(),
+        html: args.html.clone(),
+        json: args.json,
+        thresholds: args.thresholds.clone(),
+    }
+}
+
+/// A live merge's settings from its flags.
+fn follow_options(
+    live: &volley::cli::LiveMergeArgs,
+    partial: bool,
+    output: volley::merge::Output,
+) -> Result<volley::follow::Options, String> {
+    let duration =
+        |flag: &str, text: &str| volley::plan::parse_duration(flag, text).map_err(|e| e.to_string());
+    Ok(volley::follow::Options {
+        timing: volley::follow::Timing {
+            grace: duration("--grace", &live.grace)?,
+            gone_after: live
+                .gone_after
+                .as_deref()
+                .map(|t| duration("--gone-after", t))
+                .transpose()?,
+        },
+        partial,
+        dashboard: live.dashboard,
+        output,
+    })
 }
 
 /// `volley k8s run`: the sharded run on Kubernetes, merged; exit 3 when a

@@ -172,7 +172,8 @@ pub fn whole_plan_of(plans: &[&Value]) -> Value {
                 stage["target"] = Value::from(total);
             }
         }
-        if map["warmup"]["requests"].is_u64() {
+        // `get`: a map's index panics on a key a foreign plan may lack.
+        if map.get("warmup").is_some_and(|w| w["requests"].is_u64()) {
             let total: u64 = plans
                 .iter()
                 .filter_map(|p| p["warmup"]["requests"].as_u64())

@@ -146,6 +146,11 @@ impl Dashboard {
         self.interval(row, total, Some(standing), true);
     }
 
+    /// Each shard's standing, between intervals (a shard is gone).
+    pub fn shards(&mut self, standing: Value) {
+        self.publish("shards", &standing);
+    }
+
     /// A run's final figures.
     pub fn run_done(&mut self, summary: &Summary, spectrum: &[[f64; 2]]) {
         self.publish(
