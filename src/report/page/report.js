@@ -326,9 +326,13 @@ function compareSection(parent, data) {
 function progressBlock(parent, live) {
   const p = live.progress || {};
   const node = htmlNode('div', { class: 'progress', id: 'progress' }, parent);
-  node.dataset.state = live.finished ? 'finished' : 'running';
+  node.dataset.state = live.finished ? 'finished' : live.failed ? 'failed' : 'running';
   if (live.finished) {
     node.textContent = 'The run has ended: this is the final report.';
+    return;
+  }
+  if (live.failed) {
+    node.textContent = `The run ended without a merged report: ${live.failed}`;
     return;
   }
   const planned = p.planned_s ? ` of ${formatNumber(p.planned_s)} s` : '';
@@ -339,6 +343,29 @@ function progressBlock(parent, live) {
     const bar = htmlNode('div', { class: 'progress-bar' }, node);
     htmlNode('div', { style: `width:${Math.min(100, (100 * (p.elapsed_s || 0)) / p.planned_s)}%` }, bar);
   }
+}
+
+// A live merge of shards: each shard's standing, and the intervals shown
+// before every shard had sent them.
+function liveShardsBlock(parent, live, runs) {
+  const shards = (live.shards || {}).shards || [];
+  if (!shards.length) return;
+  const node = section(parent, 'Shards, live', 'live-shards');
+  node.id = 'live-shards';
+  const reporting = shards.filter((s) => s.state === 'running' || s.state === 'finished').length;
+  node.dataset.shards = shards.length;
+  node.dataset.reporting = reporting;
+  htmlNode('p', {}, node, `${formatNumber(reporting)} of ${formatNumber(shards.length)} shards running or finished; `
+    + 'each interval is shown once every shard has sent it, or as partial after the grace period.');
+  table(node, ['shard', 'state', 'last sent'], shards.map((s) => [s.shard, s.state, s.last]), 'shards-live');
+  const partial = [];
+  runs.forEach((run) => (run.series || []).forEach((r) => {
+    if (!r.shards || !r.shards.partial) return;
+    const missing = [r.shards.lagging.length ? `lagging ${r.shards.lagging.join(', ')}` : '',
+      r.shards.gone.length ? `gone ${r.shards.gone.join(', ')}` : ''].filter(Boolean).join('; ');
+    partial.push(`${formatNumber(r.t_s)} s (${missing})`);
+  }));
+  if (partial.length) htmlNode('p', { class: 'partial' }, node, `Partial intervals: ${partial.join(', ')}.`);
 }
 
 // Draws the whole page from `data`: { report, spectra, compare?, live? }.
@@ -355,6 +382,7 @@ function renderPage(data) {
   htmlNode('h1', {}, root, data.live && !data.live.finished ? 'volley, live' : `volley ${kind} report`);
   if (report.started_at) htmlNode('p', { class: 'facts' }, root, `Started ${report.started_at}${report.tool ? ` by ${report.tool.name} ${report.tool.version}` : ''}.`);
   if (data.live) progressBlock(root, data.live);
+  if (data.live && !data.live.finished) liveShardsBlock(root, data.live, report.runs || []);
   if (report.interrupted) htmlNode('p', { class: 'fail' }, root, 'Interrupted (Ctrl-C): the figures cover what was measured until then.');
   if (report.aborted_by) htmlNode('p', { class: 'fail' }, root, `Stopped early: the threshold ${criterionInWords(report.aborted_by)} failed.`);
   thresholdsBlock(root, report.thresholds);
@@ -433,6 +461,18 @@ function followLive() {
     const m = JSON.parse(e.data);
     addRow(m).summary = m.summary;
     data.spectra[m.index] = m.spectrum;
+    if (m.shards) data.live.shards = m.shards;
+    redraw();
+  });
+  // A live merge: a shard's standing changed between intervals.
+  events.addEventListener('shards', (e) => {
+    data.live.shards = JSON.parse(e.data);
+    redraw();
+  });
+  // A live merge that ended without a report (a shard failed or went away).
+  events.addEventListener('failed', (e) => {
+    events.close();
+    data.live.failed = JSON.parse(e.data).message;
     redraw();
   });
   events.addEventListener('run_done', (e) => {
@@ -450,7 +490,7 @@ function followLive() {
     redraw();
   });
   events.onerror = () => {
-    if (!data.live.finished) document.body.dataset.connection = 'lost';
+    if (!data.live.finished && !data.live.failed) document.body.dataset.connection = 'lost';
   };
 }
 
