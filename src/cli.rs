@@ -46,8 +46,9 @@ pub enum Command {
 pub enum K8sCommand {
     /// Print the manifests (ConfigMap with the plan file, Indexed Job).
     Manifest(K8sOptions),
-    /// Apply, wait, collect each shard's report, merge, delete the Job.
-    Run(K8sRunArgs),
+    /// Apply, follow the pods live, collect each shard's report, merge,
+    /// delete the Job.
+    Run(Box<K8sRunArgs>),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -106,6 +107,8 @@ pub struct K8sRunArgs {
     /// A criterion checked on the merged run (repeatable); a failure exits 3.
     #[arg(long = "threshold", value_name = "CRITERION")]
     pub thresholds: Vec<String>,
+    #[command(flatten)]
+    pub live: LiveMergeArgs,
     #[command(flatten)]
     pub job: K8sOptions,
 }

@@ -132,7 +132,7 @@ fn main() -> ExitCode {
                 Err(e) => fail(EXIT_USAGE, &e),
             }
         }
-        Command::K8s(volley::cli::K8sCommand::Run(args)) => k8s_run(&args),
+        Command::K8s(volley::cli::K8sCommand::Run(args)) => k8s_run(&args, &stop),
         Command::Demo(args) => match volley::demo::run(&args.duration, stop) {
             Ok(verdict) => exit_for(verdict, None),
             Err(err) => fail(EXIT_FAILED, &format!("{err:#}")),
@@ -210,12 +210,18 @@ fn merge(args: &volley::cli::MergeArgs, stop: &AtomicBool) -> ExitCode {
 /// `volley merge --follow`: the shards' streams merged live, then their
 /// reports as `volley merge`; exit 1 when a shard failed or went away.
 fn merge_follow(args: &volley::cli::MergeArgs, stop: &AtomicBool) -> ExitCode {
-    use volley::follow::FollowError;
     let options = match follow_options(&args.live, args.partial, merge_output(args)) {
         Ok(options) => options,
         Err(e) => return fail(EXIT_USAGE, &e),
     };
-    match volley::follow::files::follow(&args.reports, &options, stop) {
+    follow_exit(volley::follow::files::follow(&args.reports, &options, stop))
+}
+
+/// A live merge's exit: 3 when a threshold failed on the merged run, 2
+/// for streams or flags that do not fit, 1 when a shard failed.
+fn follow_exit(ended: Result<bool, volley::follow::FollowError>) -> ExitCode {
+    use volley::follow::FollowError;
+    match ended {
         Ok(true) => ExitCode::from(EXIT_THRESHOLDS),
         Ok(false) => ExitCode::SUCCESS,
         Err(FollowError::Input(e)) => fail(EXIT_USAGE, &e),
@@ -256,9 +262,10 @@ fn follow_options(
     })
 }
 
-/// `volley k8s run`: the sharded run on Kubernetes, merged; exit 3 when a
-/// threshold fails on the merged run.
-fn k8s_run(args: &volley::cli::K8sRunArgs) -> ExitCode {
+/// `volley k8s run`: the sharded run on Kubernetes, followed live and
+/// merged; exit 1 when a shard failed, 3 when a threshold fails on the
+/// merged run.
+fn k8s_run(args: &volley::cli::K8sRunArgs, stop: &AtomicBool) -> ExitCode {
     let timeout = match volley::plan::parse_duration("--timeout", &args.timeout) {
         Ok(t) => t,
         Err(e) => return fail(EXIT_USAGE, &e.to_string()),
@@ -267,21 +274,18 @@ fn k8s_run(args: &volley::cli::K8sRunArgs) -> ExitCode {
         Ok(spec) => spec,
         Err(e) => return fail(EXIT_USAGE, &e),
     };
-    let mut merged = match volley::k8s::kubectl::run(&spec, &args.kubectl, timeout, args.keep) {
-        Ok(merged) => merged,
-        Err(e) => return fail(EXIT_FAILED, &e),
-    };
     let output = volley::merge::Output {
         file: args.output.clone(),
         html: args.html.clone(),
         json: args.json,
         thresholds: args.thresholds.clone(),
     };
-    match volley::merge::finish(&mut merged, &output) {
-        Ok(true) => ExitCode::from(EXIT_THRESHOLDS),
-        Ok(false) => ExitCode::SUCCESS,
-        Err(e) => fail(EXIT_USAGE, &e),
-    }
+    let options = match follow_options(&args.live, false, output) {
+        Ok(options) => options,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    let ran = volley::k8s::kubectl::run(&spec, &args.kubectl, timeout, args.keep, &options, stop);
+    follow_exit(ran)
 }
 
 /// How the report is shown and saved, from the common run flags; a bad

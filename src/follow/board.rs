@@ -354,6 +354,11 @@ impl Board {
         }
     }
 
+    /// Whether `slot`'s stream has its end line.
+    pub fn has_ended(&self, slot: usize) -> bool {
+        self.slots[slot].end.is_some()
+    }
+
     /// Marks a shard gone for a reason its source knows (a pod that failed).
     pub fn mark_gone(&mut self, slot: usize, why: String) {
         let entry = &mut self.slots[slot];

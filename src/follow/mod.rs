@@ -89,6 +89,11 @@ impl Follow {
         self.board.source_ended(slot);
     }
 
+    /// Whether `slot`'s stream has its end line.
+    pub fn has_ended(&self, slot: usize) -> bool {
+        self.board.has_ended(slot)
+    }
+
     /// `slot`'s shard is known to have failed.
     pub fn mark_gone(&mut self, slot: usize, why: String) {
         self.board.mark_gone(slot, why);

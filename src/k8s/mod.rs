@@ -1,14 +1,16 @@
 //! `volley k8s`: a sharded run as a Kubernetes Indexed Job.
 //!
 //! `manifest` prints the objects (a ConfigMap with the plan file when there
-//! is one, and the Job whose pod I runs `--shard I/N`); `run` applies them
-//! through the user's own `kubectl`, collects each index's report, merges
-//! them and deletes the Job ([`kubectl`]). Talking to the cluster through
+//! is one, and the Job whose pod I runs `--shard I/N`, streaming its
+//! intervals on stdout); `run` applies them through the user's own
+//! `kubectl`, follows every pod's stream live ([`logs`]), collects each
+//! index's report, merges them and deletes the Job ([`kubectl`]). Talking to the cluster through
 //! kubectl, rather than an API client crate, reuses the credentials,
 //! contexts and plugins users already have configured, and keeps a large
 //! dependency out of a load generator.
 
 pub mod kubectl;
+pub mod logs;
 
 use crate::cli::{Cli, Command, K8sOptions};
 use clap::Parser;
@@ -39,7 +41,7 @@ pub struct JobSpec {
 
 /// Flags that the pods' command may not carry: the Job sets them, or the
 /// merge does their work.
-const OWNED_FLAGS: [(&str, &str); 8] = [
+const OWNED_FLAGS: [(&str, &str); 9] = [
     ("--shard", "the Job gives each pod its shard"),
     ("--start-at", "set --start-lead instead"),
     ("--json", "the pods always print their report as JSON"),
@@ -51,6 +53,10 @@ const OWNED_FLAGS: [(&str, &str); 8] = [
         "give --threshold to volley k8s run: it checks the merged run",
     ),
     ("--spawn", "a pod cannot start the target"),
+    (
+        "--stream",
+        "the pods stream their intervals to volley k8s run through their logs",
+    ),
 ];
 
 /// The Secret of a run's passwords, and how to make it by hand.
@@ -203,6 +209,10 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
         "--start-at".to_string(),
         start_at.clone(),
         "--json".to_string(),
+        // The intervals as JSON lines on stdout, before the report (the
+        // same pipe keeps them apart): `volley k8s run` follows them live.
+        "--stream".to_string(),
+        "-".to_string(),
     ]);
     // The shards' metric outputs share one `run` label unless the user
     // named the run.
@@ -321,6 +331,8 @@ mod tests {
                 "--start-at",
                 "1970-01-01T00:00:30Z",
                 "--json",
+                "--stream",
+                "-",
                 "--run-id",
                 "load-1970-01-01T00:00:30Z"
             ]
