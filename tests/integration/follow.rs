@@ -55,7 +55,7 @@ fn drain(from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
 }
 
 /// Waits for a child at most `limit`, killing it past that.
-fn wait(mut child: Child, limit: Duration) -> Output {
+pub(super) fn wait(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
@@ -78,7 +78,7 @@ fn reports(dir: &Path, count: u32) -> Vec<PathBuf> {
 }
 
 /// The follower's dashboard address (from its stderr), and its stderr.
-fn dashboard_address(child: &mut Child) -> (String, std::thread::JoinHandle<String>) {
+pub(super) fn dashboard_address(child: &mut Child) -> (String, std::thread::JoinHandle<String>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let err = child.stderr.take().unwrap();
     let rest = std::thread::spawn(move || {
@@ -100,7 +100,7 @@ fn dashboard_address(child: &mut Child) -> (String, std::thread::JoinHandle<Stri
 
 /// Every event the dashboard at `addr` sends until it closes: HTTP/1.0, so
 /// the body is the events as they are, to the end of the connection.
-fn dashboard_events(addr: String) -> std::thread::JoinHandle<Vec<(String, Value)>> {
+pub(super) fn dashboard_events(addr: String) -> std::thread::JoinHandle<Vec<(String, Value)>> {
     std::thread::spawn(move || {
         let mut conn = std::net::TcpStream::connect(&addr).unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();

@@ -112,6 +112,32 @@ fn manifests_pass_the_kubernetes_schemas() {
 
 /// Runs volley with the stand-in kubectl first on PATH, bounded in time.
 pub(super) fn volley_with_fake_kubectl(state: &Path, args: &[&str], fail_index: Option<u32>) -> Output {
+    let index = fail_index.map(|i| i.to_string());
+    let env: Vec<(&str, &str)> = index
+        .as_deref()
+        .map(|i| ("FAKE_KUBECTL_FAIL_INDEX", i))
+        .into_iter()
+        .collect();
+    let child = with_fake_kubectl(state, args, &env)
+        .spawn()
+        .expect("volley starts");
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: signals our own child process.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("volley {args:?} ran longer than 60 s");
+        }
+    }
+}
+
+/// volley with the stand-in kubectl first on PATH and `env` for it.
+fn with_fake_kubectl(state: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     let bin = state.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/k8s/fake_kubectl.py");
@@ -126,26 +152,11 @@ pub(super) fn volley_with_fake_kubectl(state: &Path, args: &[&str], fail_index: 
         .env("PATH", path)
         .env("FAKE_KUBECTL_STATE", state.join("cluster"))
         .env("FAKE_KUBECTL_VOLLEY", env!("CARGO_BIN_EXE_volley"))
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(index) = fail_index {
-        command.env("FAKE_KUBECTL_FAIL_INDEX", index.to_string());
-    }
-    let child = command.spawn().expect("volley starts");
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            // SAFETY: signals our own child process.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("volley {args:?} ran longer than 60 s");
-        }
-    }
+    command
 }
 
 #[test]
@@ -272,4 +283,101 @@ fn k8s_run_names_the_shard_whose_pod_failed() {
         calls.contains("delete job broken"),
         "the failed Job is deleted: {calls}"
     );
+}
+
+/// The live view of `k8s run`: every pod's stream followed through `kubectl
+/// logs -f` as the pod starts (one of them late), one of them slow and one
+/// cut off once and followed again; every interval is shown whole, once,
+/// and adds up to the merged report.
+#[test]
+fn k8s_run_follows_every_pod_live_as_they_start() {
+    use super::follow::{dashboard_address, dashboard_events, wait};
+    let server = target();
+    let target_url = url(&server, "/sleep/2");
+    let _quiet = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let merged = dir.path().join("merged.json");
+    let args = [
+        "k8s",
+        "run",
+        "--start-lead",
+        "5s",
+        "--grace",
+        "3s",
+        "--timeout",
+        "40s",
+        "--dashboard=127.0.0.1:0",
+        "-o",
+        merged.to_str().unwrap(),
+        "--name",
+        "live",
+        "--shards",
+        "3",
+        "run",
+        &target_url,
+        "-d",
+        "4s",
+        "-c",
+        "3",
+        "-t",
+        "1",
+        "--interval",
+        "500ms",
+    ];
+    let env = [
+        ("FAKE_KUBECTL_LATE_INDEX", "2"),
+        ("FAKE_KUBECTL_LATE_S", "2.5"),
+        ("FAKE_KUBECTL_SLOW_INDEX", "1"),
+        ("FAKE_KUBECTL_DROP_INDEX", "0"),
+    ];
+    let mut child = with_fake_kubectl(dir.path(), &args, &env)
+        .spawn()
+        .expect("volley starts");
+    let (addr, rest) = dashboard_address(&mut child);
+    let events = dashboard_events(addr);
+    let out = wait(child, Duration::from_secs(60));
+    let err = rest.join().unwrap();
+    assert!(out.status.success(), "{}{err}", stdout(&out));
+    let report = read_report(&merged);
+    let rows = report["runs"][0]["series"].as_array().unwrap();
+    assert!(rows.len() >= 8, "{rows:?}");
+
+    // On the terminal: every interval once, with all three shards.
+    let text = stdout(&out);
+    let shown: Vec<&str> = text.lines().filter(|l| l.ends_with("  3/3")).collect();
+    assert_eq!(shown.len(), rows.len(), "{text}");
+    assert!(!text.contains("lagging") && !text.contains("gone"), "{text}");
+    // On the dashboard: the same rows, adding up to the merged report.
+    let events = events.join().unwrap();
+    let live: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(name, _)| name == "interval")
+        .map(|(_, data)| data)
+        .collect();
+    assert_eq!(live.len(), rows.len());
+    for (k, event) in live.iter().enumerate() {
+        for key in ["t_s", "requests", "p99", "histogram"] {
+            assert_eq!(event["row"][key], rows[k][key], "interval {k}: {key}");
+        }
+    }
+    assert_eq!(
+        live.last().unwrap()["summary"]["requests"],
+        report["runs"][0]["summary"]["requests"]
+    );
+
+    let calls = std::fs::read_to_string(dir.path().join("cluster/calls.log")).unwrap();
+    let lines: Vec<&str> = calls.lines().collect();
+    let first = |what: &str| lines.iter().position(|l| *l == what);
+    assert_eq!(
+        lines.iter().filter(|l| **l == "logs live-0-fake -f").count(),
+        2,
+        "a cut-off follower starts again: {calls}"
+    );
+    let first_poll = first("get pods -l volley.dev/run=live -o json").unwrap();
+    let late = first("logs live-2-fake -f").expect("the late pod is followed");
+    assert!(
+        late > first_poll + 1,
+        "the late pod is followed once it has started, not at the first look: {calls}"
+    );
+    assert!(first("logs live-1-fake -f").is_some(), "{calls}");
 }
