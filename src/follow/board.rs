@@ -128,13 +128,19 @@ impl Slot {
             || self.runs.get(run).and_then(|r| r.ended).is_some_and(|n| n <= k)
     }
 
+    /// What it sent last: `interval 7`, `interval 2 of URL 2`, `nothing yet`.
     fn last_interval(&self) -> String {
-        match self.current_run {
-            Some(run) => match self.runs.get(run).map_or(0, |r| r.received) {
-                0 => format!("the start of run {run}"),
-                n => format!("interval {} of run {run}", n - 1),
-            },
-            None => "no interval (it never started)".to_string(),
+        let Some(run) = self.current_run else {
+            return "nothing yet".to_string();
+        };
+        let of_url = if run > 0 {
+            format!(" of URL {}", run + 1)
+        } else {
+            String::new()
+        };
+        match self.runs.get(run).map_or(0, |r| r.received) {
+            0 => format!("no interval yet{of_url}"),
+            n => format!("interval {}{of_url}", n - 1),
         }
     }
 
@@ -834,7 +840,7 @@ mod tests {
             Event::Gone { label, last, .. } => Some((label.clone(), last.clone())),
             _ => None,
         });
-        assert_eq!(gone, Some(("1".to_string(), "interval 0 of run 0".to_string())));
+        assert_eq!(gone, Some(("1".to_string(), "interval 0".to_string())));
         let rows = shown(&events);
         assert_eq!(rows.len(), 2, "{events:?}");
         assert_eq!(rows[1].shards.gone, ["1"]);

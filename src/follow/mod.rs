@@ -130,7 +130,7 @@ impl Follow {
                 Err(_) => format!("the shard of {}", gone.label),
             };
             return Err(FollowError::Failed(format!(
-                "{shard} stopped after {} and wrote no end: {}; the run is incomplete \
+                "{shard} stopped (last sent: {}) and wrote no end: {}; the run is incomplete \
                  (--partial merges the shards that finished)",
                 gone.last, gone.why
             )));

@@ -124,7 +124,7 @@ impl Views {
             }
             Event::Gone { label, last, why } => {
                 self.live
-                    .note(&format!("shard {label} is gone after {last}: {why}"));
+                    .note(&format!("shard {label} is gone (last sent: {last}): {why}"));
                 if let Some(dashboard) = &mut self.dashboard {
                     dashboard.shards(standing.clone());
                 }

@@ -289,7 +289,7 @@ fn a_shard_killed_mid_run_is_gone_and_fails_the_follow() {
     let out = wait(follower, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
     let shown = stdout(&out);
-    assert!(shown.contains("shard 1 is gone after interval"), "{shown}");
+    assert!(shown.contains("shard 1 is gone (last sent: interval "), "{shown}");
     assert!(
         shown.contains("2/3 gone 1"),
         "later intervals show it gone: {shown}"
@@ -297,7 +297,7 @@ fn a_shard_killed_mid_run_is_gone_and_fails_the_follow() {
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("error: shard 1 of 3 stopped after interval")
+        err.contains("error: shard 1 of 3 stopped (last sent: interval ")
             && err.contains("wrote nothing for 2s")
             && err.contains("--partial"),
         "{err}"
