@@ -313,6 +313,98 @@ fn the_dashboard_follows_a_run_to_its_report() {
     }
 }
 
+/// `volley merge --follow --dashboard`: the page follows three shards as
+/// one run, its totals growing, each shard shown running, and ends on the
+/// merged report.
+#[test]
+fn the_dashboard_follows_a_merged_run_to_its_report() {
+    let _exclusive = exclusive();
+    let server = super::support::target();
+    let dir = tempfile::tempdir().unwrap();
+    let merged = dir.path().join("merged.json");
+    let streams: Vec<String> = (0..3)
+        .map(|i| dir.path().join(format!("s-{i}.jsonl")).display().to_string())
+        .collect();
+    let mut args = vec![
+        "merge",
+        "--follow",
+        "--dashboard=127.0.0.1:0",
+        "-o",
+        merged.to_str().unwrap(),
+    ];
+    args.extend(streams.iter().map(String::as_str));
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("volley starts");
+    let url = dashboard_url(follower.stderr.take().unwrap());
+    let target = super::support::url(&server, "/sleep/1");
+    let shards: Vec<_> = streams
+        .iter()
+        .enumerate()
+        .map(|(i, stream)| {
+            Command::new(env!("CARGO_BIN_EXE_volley"))
+                .args([
+                    "run",
+                    &target,
+                    "-c",
+                    "3",
+                    "-t",
+                    "1",
+                    "-d",
+                    "8s",
+                    "--interval",
+                    "250ms",
+                ])
+                .args([
+                    "--start-at",
+                    "+2s",
+                    "--shard",
+                    &format!("{i}/3"),
+                    "--stream",
+                    stream,
+                    "-q",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("a shard starts")
+        })
+        .collect();
+    // Opened a moment into the shards' run, so the page catches up from history.
+    std::thread::sleep(Duration::from_millis(3500));
+    let seen = browser_python().map(|python| {
+        browser_check(
+            &python,
+            "check_dashboard.py",
+            &[&url, &screenshot("dashboard-merged.png"), "3"],
+        )
+    });
+    let deadline = Instant::now() + Duration::from_secs(40);
+    for mut child in shards.into_iter().chain([follower]) {
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "a shard or the follower did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "{status}");
+    }
+    let report = read_report(&merged);
+    assert_eq!(report["merged"]["shards"].as_array().unwrap().len(), 3);
+    if let Some(seen) = seen {
+        assert_eq!(
+            seen["final_requests"], report["runs"][0]["summary"]["requests"],
+            "the dashboard's last count is the merged report's: {seen}"
+        );
+    }
+}
+
 #[test]
 fn the_dashboard_refuses_what_it_cannot_serve() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
