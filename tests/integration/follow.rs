@@ -126,6 +126,33 @@ fn decode(text: &Value) -> Histogram<u64> {
     Deserializer::new().deserialize(&mut bytes.as_slice()).unwrap()
 }
 
+/// What schema/stream-v1.json finds wrong with each line of `text` (its
+/// references into the report's schema resolved to schema/report-v1.json).
+fn stream_violations(text: &str) -> Vec<String> {
+    let report: Value = serde_json::from_str(include_str!("../../schema/report-v1.json")).unwrap();
+    let stream: Value = serde_json::from_str(include_str!("../../schema/stream-v1.json")).unwrap();
+    let registry = jsonschema::Registry::new()
+        .add("json-schema:///volley.report/1", jsonschema::Resource::from_contents(report))
+        .unwrap()
+        .prepare()
+        .unwrap();
+    let validator = jsonschema::options()
+        .with_registry(&registry)
+        .with_base_uri("json-schema:///")
+        .build(&stream)
+        .expect("the stream's schema compiles");
+    text.lines()
+        .enumerate()
+        .flat_map(|(i, line)| {
+            let line: Value = serde_json::from_str(line).unwrap();
+            validator
+                .iter_errors(&line)
+                .map(|e| format!("line {}: {e} at {}", i + 1, e.instance_path()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[test]
 fn three_shards_followed_live_add_up_to_their_merge() {
     let server = target();
@@ -172,6 +199,15 @@ fn three_shards_followed_live_add_up_to_their_merge() {
         "{shown}"
     );
     assert!(shown.contains("merged 3 of 3 shards"), "{shown}");
+
+    // Every line of the streams is what the stream's schema says.
+    for stream in &files {
+        let text = std::fs::read_to_string(stream).unwrap();
+        assert!(text.lines().count() >= 12, "{text}");
+        assert_eq!(stream_violations(&text), Vec::<String>::new(), "{stream}");
+    }
+    let bad = r#"{"stream":"volley.stream/1","type":"interval","run":0,"k":-1}"#;
+    assert!(!stream_violations(bad).is_empty(), "the schema check can fail");
 
     // The final report is the very bytes volley merge writes.
     let merged_path = dir.path().join("merged.json");
