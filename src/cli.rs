@@ -285,7 +285,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     /// Write each finished interval as a JSON line to FILE (- for stdout),
-    /// for `volley merge --follow` to add the shards up live (docs/stream.md).
+    /// for `volley merge --follow` to add the shards up live (docs/follow.md).
     #[arg(long, value_name = "FILE|-")]
     pub stream: Option<String>,
     /// Send the metrics every interval to a receiver (repeatable):

@@ -2,7 +2,7 @@
 //! interval, so that `volley merge --follow` and `volley k8s run` can add
 //! the shards of a run up while it runs.
 //!
-//! The format is versioned ([`STREAM`], `docs/stream.md`, and
+//! The format is versioned ([`STREAM`], `docs/follow.md`, and
 //! `schema/stream-v1.json` for one line). Every line opens with the same
 //! bytes ([`PREFIX`]), so a reader can pick the stream's lines out of a log
 //! that holds other text (a pod's log holds the countdown and the report
