@@ -13,13 +13,13 @@ use super::feed::{ClosedFeed, Feed, OpenFeed};
 use super::{LoadModel, Shared, WorkerMsg};
 use crate::http1::BodySink;
 use crate::net::Connector;
-use crate::recorder::Recorder;
+use crate::recorder::{Recorder, Snapshot};
 use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
 /// What one worker is asked to do.
@@ -75,7 +75,10 @@ fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, r
 }
 
 /// Runs a worker to completion on the calling thread, reporting through `tx`.
-pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
+///
+/// `spares` brings the empty snapshots the worker swaps in once per
+/// interval: recycled by the collector, so the swap allocates nothing here.
+pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares: Receiver<Snapshot>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
@@ -143,7 +146,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
             _ = stop_requested(&ctx) => {}
             _ = drive(&ctx, slots, &feed) => {}
             _ = forever(feed.pace(&ctx.recorder)) => {}
-            _ = tick(&ctx, spec.id, start, &next_index, &tx) => {}
+            _ = tick(&ctx, spec.id, start, &next_index, &tx, &spares) => {}
         }
     });
     let elapsed = start.elapsed();
@@ -186,13 +189,17 @@ async fn tick(
     start: Instant,
     next_index: &Cell<u64>,
     tx: &Sender<WorkerMsg>,
+    spares: &Receiver<Snapshot>,
 ) {
     let interval = ctx.shared.interval;
     loop {
         let index = next_index.get();
         let due = start + interval.saturating_mul(u32::try_from(index + 1).unwrap_or(u32::MAX));
         tokio::time::sleep_until(due.into()).await;
-        let snapshot = ctx.recorder.borrow_mut().take();
+        // A collector far behind has sent no spare yet: then, and only
+        // then, the swap allocates one.
+        let spare = spares.try_recv().unwrap_or_default();
+        let snapshot = ctx.recorder.borrow_mut().swap(spare);
         let _ = tx.send(WorkerMsg::Interval {
             worker,
             index,
