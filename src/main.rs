@@ -256,6 +256,8 @@ fn output_of(args: &volley::cli::RunArgs) -> Result<Output, ExitCode> {
         sinks: volley::sink::SinkSpec {
             dashboard: args.dashboard,
             metrics,
+            // Set per run from its load model (`run::Session`).
+            priority: Default::default(),
         },
     })
 }

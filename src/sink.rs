@@ -26,6 +26,8 @@ pub struct SinkSpec {
     pub dashboard: Option<std::net::SocketAddr>,
     /// `--run-id`, `--tag`, `--out` and `--metrics-addr`.
     pub metrics: metrics::MetricsSpec,
+    /// Where the sinks' own threads run (set from the run's load model).
+    pub priority: crate::sys::ThreadPriority,
 }
 
 /// A run about to start: one URL of `volley run` or a plan, or one level of
@@ -63,10 +65,10 @@ impl Sinks {
     pub fn start(spec: &SinkSpec) -> Result<Sinks, String> {
         let mut sinks = Sinks::default();
         if let Some(addr) = spec.dashboard {
-            sinks.push(Box::new(dashboard::Dashboard::start(addr)?));
+            sinks.push(Box::new(dashboard::Dashboard::start(addr, spec.priority)?));
         }
         if spec.metrics.any() {
-            sinks.push(Box::new(metrics::Metrics::start(&spec.metrics)?));
+            sinks.push(Box::new(metrics::Metrics::start(&spec.metrics, spec.priority)?));
         }
         sinks.run_id = Some(spec.metrics.run_id.clone()).filter(|id| !id.is_empty());
         Ok(sinks)

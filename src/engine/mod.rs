@@ -158,7 +158,8 @@ pub struct RunResult {
 }
 
 /// Watches a run as it goes, on the run's collecting thread (a thread of
-/// its own), hence `Send`.
+/// its own, in the background for the open model: see
+/// [`crate::sys::ThreadPriority`]), hence `Send`.
 pub trait Observer: Send {
     fn warmup_done(&mut self, _warmup: &PhaseSummary) {}
     /// A finished interval: the totals, and each scenario step's row.
@@ -386,13 +387,16 @@ pub fn run(
         warmups,
         start: &shared.start,
     };
-    // The collecting thread is a thread of its own, so that a thread the
-    // workers never share a core with can be given its work.
+    // In the open model the collecting thread runs in the background, so
+    // its per-interval work never takes a core from a worker and delays the
+    // schedule (see `ThreadPriority`).
+    let priority = crate::sys::ThreadPriority::for_model(shared.open_model);
     let collected = std::thread::scope(|scope| {
         let observer = &mut *observer;
         std::thread::Builder::new()
             .name("volley-collector".into())
             .spawn_scoped(scope, move || {
+                priority.apply();
                 let mut collector = collector;
                 let collected = collecting.collect(&mut collector, observer);
                 (collector, collected)
