@@ -7,7 +7,7 @@
 //! `RefCell` on this thread and is swapped out once per interval.
 
 use super::budget::{Budget, Limit};
-use super::connection::{LoopSlot, drive};
+use super::connection::{LoopSlot, drive, open_connections};
 use super::exchange::WorkerCtx;
 use super::feed::{ClosedFeed, Feed, OpenFeed};
 use super::{LoadModel, Shared, WorkerMsg};
@@ -43,6 +43,11 @@ pub struct WorkerSpec {
 /// How often a worker looks at the shared stop flag (Ctrl-C). Polling a
 /// timer keeps the flag off the per-request path.
 const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// The open model opens its connections before its schedule starts, for
+/// at most this long (or the connect timeout): a target that does not
+/// answer delays the run by no more than this.
+const PRECONNECT_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Builds a phase's feed for this worker.
 fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, ramped: bool) -> Feed {
@@ -109,6 +114,17 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     // One request loop per connection, or per HTTP/2 stream.
     let loops = spec.connections * ctx.shared.transport.streams;
     let mut slots: Vec<LoopSlot> = (0..loops).map(|_| LoopSlot::default()).collect();
+    if ctx.shared.open_model {
+        // The schedule starts at full rate: its connections must be open by
+        // then (see `open_connections`).
+        let within = ctx.shared.transport.connect_timeout.min(PRECONNECT_AT_MOST);
+        runtime.block_on(async {
+            tokio::select! {
+                _ = open_connections(&ctx, &mut slots, within) => {}
+                _ = stop_requested(&ctx) => {}
+            }
+        });
+    }
 
     if let Some(limit) = spec.warmup {
         let began = Instant::now();
@@ -139,13 +155,16 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     let next_index = Cell::new(0u64);
     runtime.block_on(async {
         // `biased`: when the deadline and an interval tick fall due together,
-        // the deadline wins and the last interval is reported whole.
+        // the deadline wins and the last interval is reported whole. The
+        // pacer comes before the connections: a ticket falls due on its
+        // timer, and issuing it must not wait until every connection with
+        // a response in has been served (hundreds, after a burst).
         tokio::select! {
             biased;
             _ = sleep_until(deadline) => {}
             _ = stop_requested(&ctx) => {}
-            _ = drive(&ctx, slots, &feed) => {}
             _ = forever(feed.pace(&ctx.recorder)) => {}
+            _ = drive(&ctx, slots, &feed) => {}
             _ = tick(&ctx, spec.id, start, &next_index, &tx, &spares) => {}
         }
     });
