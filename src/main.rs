@@ -317,6 +317,8 @@ fn output_of(args: &volley::cli::RunArgs) -> Result<Output, ExitCode> {
                 .stream
                 .as_deref()
                 .map(volley::sink::stream::Destination::parse),
+            // Set per run from its load model (`run::Session`).
+            priority: Default::default(),
         },
     })
 }

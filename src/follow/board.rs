@@ -717,7 +717,9 @@ mod tests {
             crate::shape::LoadProfile::constant(1.0),
         );
         let elapsed = Duration::from_secs(k as u64 + 1);
-        let row = collector.finished(0, 0, &snap, elapsed).remove(0).row;
+        let mut row = None;
+        collector.finished(0, 0, snap.clone(), elapsed, &mut |f| row = Some(f.row.clone()));
+        let row = row.expect("the interval's row");
         Line::Interval(Box::new(IntervalLine::new(0, k, row, Vec::new(), &snap)))
     }
 

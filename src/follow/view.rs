@@ -39,7 +39,10 @@ impl Views {
             text,
             tty,
             live: LiveView::new(text, text && tty, None),
-            dashboard: addr.map(Dashboard::start).transpose()?,
+            // A live merge has no workers to keep out of the way of.
+            dashboard: addr
+                .map(|addr| Dashboard::start(addr, crate::sys::ThreadPriority::Normal))
+                .transpose()?,
             count: 0,
             threads: 1,
             buckets: Vec::new(),

@@ -248,8 +248,10 @@ mod tests {
             std::time::Duration::from_secs(1),
             crate::shape::LoadProfile::constant(1.0),
         );
-        let rows = collector.finished(0, 0, &snap, std::time::Duration::from_secs(1));
-        (rows[0].row.clone(), snap)
+        let mut row = None;
+        let elapsed = std::time::Duration::from_secs(1);
+        collector.finished(0, 0, snap.clone(), elapsed, &mut |f| row = Some(f.row.clone()));
+        (row.expect("the interval's row"), snap)
     }
 
     #[test]

@@ -75,8 +75,13 @@ impl Stream {
     /// Opens the destination now (so a bad path fails before the run),
     /// starts the writer thread and writes the header: which plan and which
     /// shard, before any wait for `--start-at`, so that a follower knows
-    /// this shard is there and when it starts.
-    pub fn start(destination: &Destination, plan: &Plan) -> Result<Stream, String> {
+    /// this shard is there and when it starts. The writer thread runs at
+    /// `priority`, as the other sinks' threads.
+    pub fn start(
+        destination: &Destination,
+        plan: &Plan,
+        priority: crate::sys::ThreadPriority,
+    ) -> Result<Stream, String> {
         let name = destination.name();
         let out: Box<dyn Write + Send> = match destination {
             Destination::Stdout => Box::new(std::io::stdout()),
@@ -90,6 +95,7 @@ impl Stream {
         std::thread::Builder::new()
             .name("volley-stream".to_string())
             .spawn(move || {
+                priority.apply();
                 write_lines(&lines, out, &writer_name);
                 let _ = done.send(());
             })
@@ -270,6 +276,7 @@ mod tests {
         let err = Stream::start(
             &Destination::File(PathBuf::from("/nonexistent/dir/s.jsonl")),
             &plan(),
+            crate::sys::ThreadPriority::Normal,
         )
         .err()
         .unwrap();
@@ -284,7 +291,14 @@ mod tests {
     fn a_run_that_failed_still_ends_its_stream() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("failed.jsonl");
-        drop(Stream::start(&Destination::File(path.clone()), &plan()).unwrap());
+        drop(
+            Stream::start(
+                &Destination::File(path.clone()),
+                &plan(),
+                crate::sys::ThreadPriority::Normal,
+            )
+            .unwrap(),
+        );
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<_> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");

@@ -14,6 +14,7 @@ mod load;
 mod metrics;
 mod monitor;
 mod otlp;
+mod pacing;
 mod plan;
 mod plan_drill;
 mod plan_list;
