@@ -45,9 +45,26 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum K8sCommand {
     /// Print the manifests (ConfigMap with the plan file, Indexed Job).
-    Manifest(K8sOptions),
+    Manifest(K8sManifestArgs),
     /// Apply, wait, collect each shard's report, merge, delete the Job.
     Run(K8sRunArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct K8sManifestArgs {
+    /// How the manifests are printed: yaml, or json (one JSON document per
+    /// object, `---` between them).
+    #[arg(long, value_enum, default_value_t = ManifestFormat::Yaml, value_name = "FORMAT")]
+    pub output: ManifestFormat,
+    #[command(flatten)]
+    pub job: K8sOptions,
+}
+
+/// The manifests' format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ManifestFormat {
+    Yaml,
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -120,10 +120,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Merge(args) => merge(&args),
-        Command::K8s(volley::cli::K8sCommand::Manifest(opts)) => {
-            match volley::k8s::build(&opts, std::time::SystemTime::now()) {
+        Command::K8s(volley::cli::K8sCommand::Manifest(args)) => {
+            match volley::k8s::build(&args.job, std::time::SystemTime::now()) {
                 Ok(spec) => {
-                    print!("{}", volley::k8s::to_yaml(&spec));
+                    match args.output {
+                        volley::cli::ManifestFormat::Yaml => print!("{}", volley::k8s::to_yaml(&spec)),
+                        volley::cli::ManifestFormat::Json => print!("{}", volley::k8s::to_json(&spec)),
+                    }
                     if let Some(credentials) = &spec.credentials {
                         eprintln!("note: {}", credentials.hint());
                     }
