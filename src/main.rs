@@ -144,6 +144,23 @@ fn main() -> ExitCode {
             Ok(verdict) => exit_for(verdict, None),
             Err(err) => fail(EXIT_FAILED, &format!("{err:#}")),
         },
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            clap_complete::generate(args.shell, &mut Cli::command(), "volley", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man(args) => {
+            use clap::CommandFactory;
+            let written = std::fs::create_dir_all(&args.dir)
+                .and_then(|()| clap_mangen::generate_to(Cli::command(), &args.dir));
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(
+                    EXIT_FAILED,
+                    &format!("cannot write the man pages into '{}': {e}", args.dir.display()),
+                ),
+            }
+        }
     }
 }
 
