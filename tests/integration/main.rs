@@ -3,6 +3,7 @@
 
 mod compare;
 mod credentials;
+mod docs;
 mod fuzz_inputs;
 mod hostile;
 mod hostile_h2;
