@@ -188,7 +188,7 @@ pub fn run(
 
 fn apply(spec: &JobSpec, program: &str, dir: &std::path::Path) -> Result<(), FollowError> {
     let manifest = dir.join("manifests.yaml");
-    std::fs::write(&manifest, super::to_yaml(spec))
+    std::fs::write(&manifest, super::to_json(spec))
         .map_err(|e| FollowError::Failed(format!("cannot write the manifests: {e}")))?;
     if let Some(credentials) = &spec.credentials {
         let secret = credentials.secret.to_string();

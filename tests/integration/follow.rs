@@ -132,7 +132,10 @@ fn stream_violations(text: &str) -> Vec<String> {
     let report: Value = serde_json::from_str(include_str!("../../schema/report-v1.json")).unwrap();
     let stream: Value = serde_json::from_str(include_str!("../../schema/stream-v1.json")).unwrap();
     let registry = jsonschema::Registry::new()
-        .add("json-schema:///volley.report/1", jsonschema::Resource::from_contents(report))
+        .add(
+            "json-schema:///volley.report/1",
+            jsonschema::Resource::from_contents(report),
+        )
         .unwrap()
         .prepare()
         .unwrap();

@@ -3,6 +3,7 @@
 
 mod compare;
 mod credentials;
+mod docs;
 mod follow;
 mod fuzz_inputs;
 mod hostile;
