@@ -145,7 +145,7 @@ fn whole_plan(reports: &[&SavedReport]) -> Value {
     whole_plan_of(&reports.iter().map(|r| &r.plan).collect::<Vec<_>>())
 }
 
-/// [`whole_plan`] from the shards' recorded plans alone (what the live
+/// `whole_plan` from the shards' recorded plans alone (what the live
 /// merge has before any shard has finished).
 pub fn whole_plan_of(plans: &[&Value]) -> Value {
     let mut plan = plans[0].clone();

@@ -1,7 +1,7 @@
 //! Watching a sharded run as one run while it runs: `volley merge --follow`
 //! follows the shards' `--stream` files, `volley k8s run` the pods' logs;
 //! both add interval k of every shard into interval k as the lines arrive
-//! ([`board`]), show it on the terminal and the dashboard ([`view`]), and
+//! ([`board`]), show it on the terminal and the dashboard (`view`), and
 //! end as `volley merge` does, on the shards' finished reports: the merged
 //! report is the same, byte for byte.
 
