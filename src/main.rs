@@ -110,6 +110,7 @@ fn main() -> ExitCode {
                 max_inflight: args.max_inflight,
                 tls: args.tls,
                 cert_out: args.cert_out,
+                ..Default::default()
             }) {
                 Ok(()) => ExitCode::SUCCESS,
                 // Options the server refuses are bad usage, like a bad flag.
