@@ -8,20 +8,11 @@
 //! target and body) in the same order as when the browser sent them.
 
 use super::html::browser_python;
-use super::support::{exclusive, num, stderr, stdout, volley, volley_json};
+use super::support::{exclusive, logging_target, num, stderr, stdout, volley, volley_json};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use volley::server::{LoggedRequest, ServerHandle, ServerOptions, spawn};
-
-fn logging_target() -> ServerHandle {
-    spawn(ServerOptions {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        log_requests: true,
-        ..Default::default()
-    })
-    .expect("embedded target starts")
-}
+use volley::server::{LoggedRequest, ServerHandle};
 
 /// What a request log entry says, for comparing.
 fn seen(requests: &[LoggedRequest]) -> Vec<(String, String, String)> {

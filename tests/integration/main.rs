@@ -8,6 +8,7 @@ mod hostile;
 mod hostile_h2;
 mod html;
 mod http2;
+mod import;
 mod import_browser;
 mod k8s;
 mod load;
