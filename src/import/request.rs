@@ -160,11 +160,20 @@ pub fn slug(text: &str) -> String {
 /// `PETSTORE_AUTH`, `api-key` is `API_KEY`.
 pub fn env_name(text: &str) -> String {
     let mut out = String::new();
+    let mut previous_lower = false;
     for c in text.chars() {
         if c.is_ascii_alphanumeric() {
+            // `bearerAuth` is BEARER_AUTH.
+            if c.is_ascii_uppercase() && previous_lower {
+                out.push('_');
+            }
             out.push(c.to_ascii_uppercase());
-        } else if !out.is_empty() && !out.ends_with('_') {
-            out.push('_');
+            previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        } else {
+            if !out.is_empty() && !out.ends_with('_') {
+                out.push('_');
+            }
+            previous_lower = false;
         }
     }
     let out = out.trim_end_matches('_').to_string();
@@ -274,6 +283,8 @@ mod tests {
         assert_eq!(env_name("petstore_auth"), "PETSTORE_AUTH");
         assert_eq!(env_name("api-key.v2"), "API_KEY_V2");
         assert_eq!(env_name("2fa"), "V_2FA");
+        assert_eq!(env_name("bearerAuth"), "BEARER_AUTH");
+        assert_eq!(env_name("APIKey"), "APIKEY");
         assert_eq!(env_name("--"), "VALUE");
         assert_eq!(literal_path("/a/{{b}}"), "/a/%7B%7Bb%7D%7D");
         assert_eq!(literal_path("/a/{b}"), "/a/{b}");

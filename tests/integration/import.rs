@@ -1,9 +1,11 @@
-//! `volley import` round trips: a Postman collection, imported, then run
-//! with `volley plan` against the embedded target, whose request log must
-//! show exactly the requests the import made; bad input of every kind is
-//! one line and exit 2, with nothing written.
+//! `volley import` round trips: OpenAPI descriptions and a Postman
+//! collection, imported, then run with `volley plan` against the embedded
+//! target, whose request log must show exactly the requests the import
+//! made (the description of `volley serve`'s own API answers 2xx to every
+//! one); bad input of every kind is one line and exit 2, with nothing
+//! written.
 
-use super::support::{logging_target, stderr, volley, volley_env};
+use super::support::{logging_target, num, stderr, volley, volley_env};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -31,6 +33,153 @@ fn targets(requests: &[LoggedRequest]) -> Vec<String> {
 }
 
 #[test]
+fn the_served_api_description_answers_2xx_to_every_request() {
+    let server = logging_target();
+    let base = format!("http://{}", server.addr());
+    let dir = tempfile::tempdir().unwrap();
+    let plan = import_to(
+        dir.path(),
+        &[
+            "openapi",
+            &repo("examples/openapi/volley-serve.yaml"),
+            "--base",
+            &base,
+        ],
+    );
+    let report_path = dir.path().join("report.json");
+    let out = volley_env(
+        &[
+            "plan",
+            plan.to_str().unwrap(),
+            "-q",
+            "-o",
+            report_path.to_str().unwrap(),
+            "--status",
+            "2xx",
+        ],
+        &[("VOLLEY_TOKEN", "tok-alice")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    for step in report["runs"][0]["steps"].as_array().unwrap() {
+        assert_eq!(
+            num(&step["summary"]["errors"]),
+            0.0,
+            "{} failed: {}",
+            step["name"],
+            step["summary"]["error_examples"]
+        );
+        assert_eq!(num(&step["summary"]["requests"]), 1.0, "{}", step["name"]);
+    }
+    let sent = server.requests();
+    assert_eq!(
+        targets(&sent),
+        [
+            "GET /hi",
+            "GET /sleep/10",
+            "GET /cpu/2",
+            "GET /alloc/64",
+            "GET /status/204",
+            "GET /bytes/1024",
+            "GET /slow/5",
+            "POST /echo",
+            "GET /stats",
+            "GET /app",
+            "POST /api/login",
+            "GET /api/me",
+            "GET /api/users?page=1",
+            "POST /api/users",
+            "GET /api/users/1",
+            "PUT /api/echo-headers",
+        ]
+    );
+    let body = |target: &str| {
+        let r = sent.iter().find(|r| r.target == target).unwrap();
+        String::from_utf8_lossy(&r.body).into_owned()
+    };
+    assert_eq!(body("/api/login"), r#"{"username":"alice","password":"secret"}"#);
+    assert_eq!(
+        body("/api/users"),
+        r#"{"name":"ann","job":"tester"}"#,
+        "allOf merged in order"
+    );
+    assert_eq!(body("/echo"), "echo: this");
+    // Without the token the plan does not load: it says what to set.
+    let out = volley(&["plan", plan.to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("VOLLEY_TOKEN"), "{}", stderr(&out));
+}
+
+/// A large description whose requests the target mostly does not know:
+/// every operation is still sent once, in the document's order.
+fn round_trip(spec: &str, operations: usize, vars: &[(&str, &str)]) -> Vec<LoggedRequest> {
+    let server = logging_target();
+    let base = format!("http://{}", server.addr());
+    let dir = tempfile::tempdir().unwrap();
+    let plan = import_to(dir.path(), &["openapi", &repo(spec), "--base", &base]);
+    let args = ["plan", plan.to_str().unwrap(), "-q", "--status", "2xx,4xx"];
+    let out = volley_env(&args, vars);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sent = server.requests();
+    assert_eq!(sent.len(), operations, "{:#?}", targets(&sent));
+    let listed = volley(&["plan", plan.to_str().unwrap(), "--list-tasks"]);
+    let names = String::from_utf8_lossy(&listed.stdout)
+        .matches("\nname: ")
+        .count();
+    assert_eq!(names, operations);
+    sent
+}
+
+#[test]
+fn the_petstore_round_trips() {
+    let sent = round_trip(
+        "tests/fixtures/import/petstore-3.0.yaml",
+        19,
+        &[("PETSTORE_AUTH", "t"), ("API_KEY", "k")],
+    );
+    // --base replaces the server, its /api/v3 too.
+    assert_eq!(
+        targets(&sent[..3]),
+        ["PUT /pet", "POST /pet", "GET /pet/findByStatus?status=available"]
+    );
+    assert_eq!(targets(&sent[18..]), ["DELETE /user/user%201"]);
+}
+
+#[test]
+fn a_large_31_description_round_trips() {
+    let vars = [("BEARER_AUTH", "t"), ("API_KEY", "k"), ("BASIC_AUTH", "YTpi")];
+    let sent = round_trip("tests/fixtures/import/bookshop-3.1.json", 25, &vars);
+    assert!(
+        targets(&sent).contains(&"GET /categories?key=k".to_string()),
+        "the key from the environment"
+    );
+    let order = sent
+        .iter()
+        .find(|r| r.target == "/orders" && r.method == "POST")
+        .unwrap();
+    let order: serde_json::Value = serde_json::from_slice(&order.body).unwrap();
+    assert_eq!(order["payment"]["kind"], "card");
+}
+
+#[test]
+fn tags_pick_imported_operations_in_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = import_to(
+        dir.path(),
+        &["openapi", &repo("tests/fixtures/import/petstore-3.0.yaml")],
+    );
+    let tags = volley(&["plan", plan.to_str().unwrap(), "--list-tags"]);
+    assert!(String::from_utf8_lossy(&tags.stdout).contains(r#"["pet", "store", "user"]"#));
+    let store = volley(&["plan", plan.to_str().unwrap(), "--list-tasks", "--tags", "store"]);
+    let listed = String::from_utf8_lossy(&store.stdout);
+    for name in ["getInventory", "placeOrder", "getOrderById", "deleteOrder"] {
+        assert!(listed.contains(&format!("name: {name}\n")), "{listed}");
+    }
+    assert_eq!(listed.matches("\nname: ").count(), 4, "{listed}");
+}
+
+#[test]
 fn bad_input_is_one_line_exit_2_and_nothing_written() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: &str| {
@@ -45,6 +194,14 @@ fn bad_input_is_one_line_exit_2_and_nothing_written() {
             "x.har: /log/entries/0/request: 'url' is missing",
         ),
         ("har", write("y.har", "<html>"), "y.har: line 1: not valid JSON"),
+        (
+            "openapi",
+            write(
+                "x.yaml",
+                "openapi: 3.0.0\nservers: [{url: 'http://h'}]\npaths:\n  /a:\n    get:\n      parameters: [{$ref: '#/nope'}]\n",
+            ),
+            "x.yaml: /paths/~1a/get/parameters/0/$ref: '#/nope' points nowhere",
+        ),
         (
             "curl",
             write("x.sh", "curl -L http://h/a\ncurl --proxy p http://h/b\n"),
