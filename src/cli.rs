@@ -43,6 +43,26 @@ pub enum Command {
     /// Write a plan file from what you have: a browser's HAR recording, an
     /// OpenAPI description, curl command lines or a Postman collection.
     Import(Box<ImportArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Write a man page per command into a directory (for packagers).
+    #[command(hide = true)]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell. For bash:
+    /// `volley completions bash > ~/.local/share/bash-completion/completions/volley`.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ManArgs {
+    /// The directory to write volley.1, volley-run.1, ... into (made if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// What `volley import` reads.
@@ -101,9 +121,26 @@ pub struct ImportArgs {
 #[derive(Debug, Subcommand)]
 pub enum K8sCommand {
     /// Print the manifests (ConfigMap with the plan file, Indexed Job).
-    Manifest(K8sOptions),
+    Manifest(K8sManifestArgs),
     /// Apply, wait, collect each shard's report, merge, delete the Job.
     Run(K8sRunArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct K8sManifestArgs {
+    /// How the manifests are printed: yaml, or json (one JSON document per
+    /// object, `---` between them).
+    #[arg(long, value_enum, default_value_t = ManifestFormat::Yaml, value_name = "FORMAT")]
+    pub output: ManifestFormat,
+    #[command(flatten)]
+    pub job: K8sOptions,
+}
+
+/// The manifests' format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ManifestFormat {
+    Yaml,
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -210,16 +247,19 @@ pub struct RunArgs {
     /// connection is busy and a request is due (instead of queueing it).
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
-    /// Worker threads [default: the cores this process may use].
+    /// Worker threads; connections are spread evenly over them (never more
+    /// threads than connections) [default: the cores this process may use].
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
-    /// Stop after exactly this many measured requests.
+    /// Stop after exactly this many measured requests (finished or failed).
     #[arg(short = 'n', long)]
     pub requests: Option<u64>,
-    /// Stop after this long (10s, 2m) [default: 10s unless -n is given].
+    /// Stop after this long (10s, 2m); with -n, whichever comes first
+    /// [default: 10s unless -n is given].
     #[arg(short = 'd', long)]
     pub duration: Option<String>,
-    /// Warm-up before measuring: a duration (2s) or a request count (500).
+    /// Warm-up before measuring, left out of every statistic and shown on
+    /// its own line: a duration (2s) or a request count (500).
     #[arg(short = 'w', long)]
     pub warmup: Option<String>,
     /// Quiet between two URLs.
@@ -237,7 +277,8 @@ pub struct RunArgs {
     /// Request body read from a file.
     #[arg(long, value_name = "PATH")]
     pub body_file: Option<PathBuf>,
-    /// Expected statuses, e.g. 200,304 or 2xx [default: any 2xx or 3xx].
+    /// Expected statuses, e.g. 200,304, 2xx or 200-299; others count as
+    /// `status` errors [default: any 2xx or 3xx].
     #[arg(long)]
     pub status: Option<String>,
     /// Per-request timeout.
@@ -254,7 +295,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_keepalive: bool,
     /// HTTP/1.1 pipelining: send N requests at once on each connection and
-    /// read their responses in order.
+    /// read their responses in order (-n stays exact).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub pipeline: u32,
     /// Skip TLS certificate verification.
@@ -272,16 +313,20 @@ pub struct RunArgs {
     /// 1000 requests in flight over 10 connections.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub streams: usize,
-    /// Trust the CA certificates in this PEM file, besides the system's roots.
+    /// Trust the CA certificates in this PEM file, besides the system's
+    /// roots (enough on its own where the system has none); a server
+    /// certificate that is one of them is trusted without a chain.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
-    /// Client certificate (PEM, leaf first) for servers that ask for one; needs --key.
+    /// Client certificate (PEM, leaf first) for servers that ask for one;
+    /// give --key too.
     #[arg(long, value_name = "FILE")]
     pub cert: Option<PathBuf>,
     /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
-    /// The TLS server name to send and verify, instead of the URL's host.
+    /// The TLS server name to send and verify, instead of the URL's host
+    /// (the Host header stays the URL's).
     #[arg(long, value_name = "NAME")]
     pub sni: Option<String>,
     /// A full TLS handshake on every new connection: no session resumption.

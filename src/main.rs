@@ -18,7 +18,11 @@ const EXIT_THRESHOLDS: u8 = 3;
 const EXIT_INTERRUPTED: u8 = 130;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let words: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(message) = value_after_a_bare_flag(&words) {
+        return fail(EXIT_USAGE, &message);
+    }
+    let cli = match Cli::try_parse_from(&words) {
         Ok(cli) => cli,
         Err(err)
             if matches!(
@@ -121,10 +125,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Merge(args) => merge(&args),
-        Command::K8s(volley::cli::K8sCommand::Manifest(opts)) => {
-            match volley::k8s::build(&opts, std::time::SystemTime::now()) {
+        Command::K8s(volley::cli::K8sCommand::Manifest(args)) => {
+            match volley::k8s::build(&args.job, std::time::SystemTime::now()) {
                 Ok(spec) => {
-                    print!("{}", volley::k8s::to_yaml(&spec));
+                    match args.output {
+                        volley::cli::ManifestFormat::Yaml => print!("{}", volley::k8s::to_yaml(&spec)),
+                        volley::cli::ManifestFormat::Json => print!("{}", volley::k8s::to_json(&spec)),
+                    }
                     if let Some(credentials) = &spec.credentials {
                         eprintln!("note: {}", credentials.hint());
                     }
@@ -139,7 +146,81 @@ fn main() -> ExitCode {
             Ok(verdict) => exit_for(verdict, None),
             Err(err) => fail(EXIT_FAILED, &format!("{err:#}")),
         },
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            clap_complete::generate(args.shell, &mut Cli::command(), "volley", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man(args) => {
+            use clap::CommandFactory;
+            let written = std::fs::create_dir_all(&args.dir)
+                .and_then(|()| clap_mangen::generate_to(Cli::command(), &args.dir));
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(
+                    EXIT_FAILED,
+                    &format!("cannot write the man pages into '{}': {e}", args.dir.display()),
+                ),
+            }
+        }
     }
+}
+
+/// A flag whose value is optional takes it only after `=`
+/// (`--dashboard=ADDR`), so that `--dashboard URL` keeps the URL a URL.
+/// `--dashboard 127.0.0.1:5665 URL` would then serve on the default address
+/// and fail on "127.0.0.1:5665" as a URL; this names the mistake instead,
+/// for every such flag: the word after the bare flag is one its value
+/// would take.
+fn value_after_a_bare_flag(words: &[std::ffi::OsString]) -> Option<String> {
+    use clap::CommandFactory;
+    fn flags(command: &clap::Command, out: &mut Vec<clap::Arg>) {
+        for arg in command.get_arguments() {
+            let optional = arg.get_num_args().is_some_and(|n| n.min_values() == 0);
+            if optional && arg.is_require_equals_set() && arg.get_long().is_some() {
+                out.push(arg.clone());
+            }
+        }
+        for sub in command.get_subcommands() {
+            flags(sub, out);
+        }
+    }
+    let mut optional = Vec::new();
+    let mut root = Cli::command();
+    root.build();
+    flags(&root, &mut optional);
+    let words: Vec<&std::ffi::OsStr> = words
+        .iter()
+        .skip(1)
+        .map(|w| w.as_os_str())
+        .take_while(|w| *w != "--")
+        .collect();
+    for pair in words.windows(2) {
+        let Some(flag) = pair[0].to_str().and_then(|w| w.strip_prefix("--")) else {
+            continue;
+        };
+        let value = pair[1];
+        let taken = optional.iter().find(|arg| {
+            // The word given to the flag's own value parser alone.
+            let probe = clap::Arg::new("value").value_parser(arg.get_value_parser().clone());
+            arg.get_long() == Some(flag)
+                && clap::Command::new("probe")
+                    .arg(probe)
+                    .try_get_matches_from([std::ffi::OsStr::new("probe"), value])
+                    .is_ok()
+        });
+        if let Some(arg) = taken {
+            let name = arg
+                .get_value_names()
+                .and_then(|names| names.first())
+                .map_or("VALUE".to_string(), |n| n.to_string());
+            let value = value.to_string_lossy();
+            return Some(format!(
+                "--{flag} takes its value after '=', as --{flag}={name}: write --{flag}={value} (after a bare --{flag}, '{value}' is read as the next argument)"
+            ));
+        }
+    }
+    None
 }
 
 /// clap's message spans lines (the problem, then usage and a hint); the
@@ -258,6 +339,8 @@ fn output_of(args: &volley::cli::RunArgs) -> Result<Output, ExitCode> {
         sinks: volley::sink::SinkSpec {
             dashboard: args.dashboard,
             metrics,
+            // Set per run from its load model (`run::Session`).
+            priority: Default::default(),
         },
     })
 }

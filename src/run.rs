@@ -75,7 +75,11 @@ impl Session {
     /// embeds `plan`.
     pub fn start(plan: &mut Plan, output: &Output, peak_connections: usize) -> Result<Session, EngineError> {
         let spawned = spawn_target(plan)?;
-        let sinks = Sinks::start(&output.sinks).map_err(EngineError::Setup)?;
+        let spec = crate::sink::SinkSpec {
+            priority: crate::sys::ThreadPriority::for_model(plan.load.rate.is_some()),
+            ..output.sinks.clone()
+        };
+        let sinks = Sinks::start(&spec).map_err(EngineError::Setup)?;
         // Each connection is a descriptor; leave room for the rest of the process.
         crate::sys::ensure_open_files(peak_connections as u64 + 64).map_err(EngineError::Setup)?;
         let report = Report::new(plan.clone(), SystemTime::now());

@@ -26,6 +26,8 @@ pub struct SinkSpec {
     pub dashboard: Option<std::net::SocketAddr>,
     /// `--run-id`, `--tag`, `--out` and `--metrics-addr`.
     pub metrics: metrics::MetricsSpec,
+    /// Where the sinks' own threads run (set from the run's load model).
+    pub priority: crate::sys::ThreadPriority,
 }
 
 /// A run about to start: one URL of `volley run` or a plan, or one level of
@@ -63,10 +65,10 @@ impl Sinks {
     pub fn start(spec: &SinkSpec) -> Result<Sinks, String> {
         let mut sinks = Sinks::default();
         if let Some(addr) = spec.dashboard {
-            sinks.push(Box::new(dashboard::Dashboard::start(addr)?));
+            sinks.push(Box::new(dashboard::Dashboard::start(addr, spec.priority)?));
         }
         if spec.metrics.any() {
-            sinks.push(Box::new(metrics::Metrics::start(&spec.metrics)?));
+            sinks.push(Box::new(metrics::Metrics::start(&spec.metrics, spec.priority)?));
         }
         sinks.run_id = Some(spec.metrics.run_id.clone()).filter(|id| !id.is_empty());
         Ok(sinks)
@@ -155,13 +157,13 @@ mod tests {
     }
 
     /// Shares its counts with the test through a pointer it does not own.
-    struct Probe(std::rc::Rc<std::cell::RefCell<Counting>>);
+    struct Probe(std::sync::Arc<std::sync::Mutex<Counting>>);
     impl Observer for Probe {
         fn row(&mut self, row: &SeriesRow, steps: &[SeriesRow]) {
-            self.0.borrow_mut().row(row, steps);
+            self.0.lock().unwrap().row(row, steps);
         }
         fn interval_snapshot(&mut self, interval: &Snapshot, total: &Snapshot) {
-            self.0.borrow_mut().interval_snapshot(interval, total);
+            self.0.lock().unwrap().interval_snapshot(interval, total);
         }
     }
     impl Sink for Probe {}
@@ -178,26 +180,27 @@ mod tests {
             });
         }
         let snap = rec.take();
-        let probes: Vec<_> = (0..2).map(|_| std::rc::Rc::default()).collect();
+        let probes: Vec<_> = (0..2).map(|_| std::sync::Arc::default()).collect();
         let mut sinks = Sinks::default();
         for p in &probes {
-            sinks.push(Box::new(Probe(std::rc::Rc::clone(p))));
+            sinks.push(Box::new(Probe(std::sync::Arc::clone(p))));
         }
         let mut collector = crate::collector::Collector::new(
             1,
             Duration::from_secs(1),
             crate::shape::LoadProfile::constant(1.0),
         );
-        let rows = collector.finished(0, 0, &snap, Duration::from_secs(1));
         let mut terminal = Counting::default();
         {
             let mut fan = sinks.with(&mut terminal);
-            fan.row(&rows[0].row, &[]);
-            fan.interval_snapshot(&rows[0].snapshot, &rows[0].total);
+            collector.finished(0, 0, snap, Duration::from_secs(1), &mut |finished| {
+                fan.row(finished.row, &[]);
+                fan.interval_snapshot(finished.snapshot, finished.total);
+            });
         }
         assert_eq!((terminal.rows, terminal.requests_seen), (1, 3));
         for p in &probes {
-            let seen = p.borrow();
+            let seen = p.lock().unwrap();
             assert_eq!((seen.rows, seen.requests_seen, seen.total_seen), (1, 3, 3));
         }
     }

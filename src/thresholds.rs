@@ -73,7 +73,7 @@ pub struct AbortOnFail<'a> {
     pub stop: Arc<AtomicBool>,
     /// Which criterion stopped the run.
     pub failed: Option<String>,
-    totals: Snapshot,
+    /// The end of the last finished interval, since the measured start.
     elapsed: Duration,
 }
 
@@ -84,7 +84,6 @@ impl<'a> AbortOnFail<'a> {
             criteria,
             stop,
             failed: None,
-            totals: Snapshot::default(),
             elapsed: Duration::ZERO,
         }
     }
@@ -97,12 +96,18 @@ impl Observer for AbortOnFail<'_> {
 
     fn row(&mut self, row: &SeriesRow, steps: &[SeriesRow]) {
         self.inner.row(row, steps);
-        if self.failed.is_some() || self.totals.requests == 0 {
+        self.elapsed = Duration::from_secs_f64(row.t_s.max(0.0));
+    }
+
+    /// Judged once per finished interval, on everything measured up to its
+    /// end (lent, not copied: the totals are some 1 MB of histograms).
+    fn interval_snapshot(&mut self, interval: &Snapshot, total: &Snapshot) {
+        self.inner.interval_snapshot(interval, total);
+        if self.failed.is_some() || total.requests == 0 {
             return;
         }
-        // Judged once per finished interval, on everything measured so far.
         let figures = SoFar {
-            snapshot: &self.totals,
+            snapshot: total,
             elapsed: self.elapsed,
         };
         if let Some(c) = self.criteria.iter().find(|c| !c.holds(&figures)) {
@@ -111,14 +116,7 @@ impl Observer for AbortOnFail<'_> {
         }
     }
 
-    fn interval_snapshot(&mut self, interval: &Snapshot, total: &Snapshot) {
-        self.inner.interval_snapshot(interval, total);
-    }
-
     fn tick(&mut self, elapsed: Duration, so_far: &Snapshot, last: Option<&SeriesRow>) {
-        // Keep the latest totals for the next row's judgement.
-        self.totals = so_far.clone();
-        self.elapsed = elapsed;
         self.inner.tick(elapsed, so_far, last);
     }
 }

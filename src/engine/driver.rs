@@ -133,6 +133,20 @@ impl Driver {
         }
     }
 
+    /// Opens the loop's connection now if it has none (HTTP/2: its
+    /// group's), instead of at its first request.
+    pub(super) async fn connect(&mut self, ctx: &WorkerCtx) -> Result<(), RequestError> {
+        match self {
+            Driver::H1(h1) if h1.socket.stream.is_none() => {
+                h1.socket.stream = Some(ctx.connector.connect(&ctx.recorder).await?);
+                h1.socket.reader.clear();
+                Ok(())
+            }
+            Driver::H1(_) => Ok(()),
+            Driver::H2(lane) => lane.connect(&ctx.connector, &ctx.recorder).await,
+        }
+    }
+
     /// Sends the next request on a new connection (a plan's
     /// `new_conn_per_iter`).
     pub(super) fn new_connection(&mut self) {

@@ -28,6 +28,7 @@ use budget::Limit;
 pub use protocol::Protocol;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -156,8 +157,10 @@ pub struct RunResult {
     pub protocol: &'static str,
 }
 
-/// Watches a run as it goes.
-pub trait Observer {
+/// Watches a run as it goes, on the run's collecting thread (a thread of
+/// its own, in the background for the open model: see
+/// [`crate::sys::ThreadPriority`]), hence `Send`.
+pub trait Observer: Send {
     fn warmup_done(&mut self, _warmup: &PhaseSummary) {}
     /// A finished interval: the totals, and each scenario step's row.
     fn row(&mut self, _row: &SeriesRow, _steps: &[SeriesRow]) {}
@@ -196,18 +199,95 @@ fn worker_limit(plan: &Plan, worker: usize, requests: Option<u64>, duration: Opt
     Limit { requests, duration }
 }
 
-/// Hands newly finished rows to the observer with their steps' rows, their
-/// full snapshots and the totals up to each.
-fn emit(collector: &Collector, rows: &[FinishedRow], observer: &mut dyn Observer) {
-    let first = collector.series.len() - rows.len();
-    for (i, finished) in rows.iter().enumerate() {
-        let steps: Vec<SeriesRow> = collector
-            .step_series
-            .iter()
-            .filter_map(|series| series.get(first + i).cloned())
-            .collect();
-        observer.row(&finished.row, &steps);
-        observer.interval_snapshot(&finished.snapshot, &finished.total);
+/// Hands a newly finished row to the observer with its steps' rows, its
+/// full snapshot and the totals up to it.
+fn emit(finished: FinishedRow, observer: &mut dyn Observer) {
+    observer.row(finished.row, finished.steps);
+    observer.interval_snapshot(finished.snapshot, finished.total);
+}
+
+/// What the collecting thread is given: the workers' messages, where to
+/// send each worker its spare snapshots, how many warm-ups to wait for, and
+/// the measured start (for the live view's clock).
+struct Collecting<'a> {
+    rx: Receiver<WorkerMsg>,
+    spares: Vec<Sender<Snapshot>>,
+    warmups: usize,
+    start: &'a OnceLock<Instant>,
+}
+
+/// What the collecting thread gathered besides the collector itself.
+struct Collected {
+    warmup: Option<PhaseSummary>,
+    /// The longest worker's measured phase.
+    elapsed: Duration,
+    /// The workers' CPU time in the measured phase.
+    cpu: CpuTime,
+    /// A worker's report that it could not run.
+    failure: Option<String>,
+}
+
+impl Collecting<'_> {
+    /// Merges the workers' messages until every worker is done, feeding
+    /// `observer` each finished row and a few times a second the live view.
+    /// Each snapshot a worker sends is answered with an empty one for its
+    /// next swap (see [`Collector::spare`]).
+    fn collect(self, collector: &mut Collector, observer: &mut dyn Observer) -> Collected {
+        let mut warmup: Option<PhaseSummary> = None;
+        let mut warmups_left = self.warmups;
+        let mut elapsed = Duration::ZERO;
+        let mut cpu = CpuTime::default();
+        let mut failure = None;
+        loop {
+            match self.rx.recv_timeout(TICK) {
+                Ok(WorkerMsg::Warmup { snapshot, elapsed }) => {
+                    let phase = warmup.get_or_insert_with(|| PhaseSummary {
+                        snapshot: Snapshot::default(),
+                        elapsed,
+                    });
+                    phase.snapshot += &snapshot;
+                    phase.elapsed = phase.elapsed.max(elapsed);
+                    warmups_left -= 1;
+                    if warmups_left == 0 {
+                        observer.warmup_done(phase);
+                    }
+                }
+                Ok(WorkerMsg::Interval {
+                    worker,
+                    index,
+                    snapshot,
+                }) => {
+                    collector.interval(worker, index, snapshot, &mut |row| emit(row, observer));
+                    // A worker that has finished has dropped its receiver.
+                    let _ = self.spares[worker].send(collector.spare());
+                }
+                Ok(WorkerMsg::Finished {
+                    worker,
+                    index,
+                    snapshot,
+                    elapsed: worker_elapsed,
+                    cpu: worker_cpu,
+                }) => {
+                    elapsed = elapsed.max(worker_elapsed);
+                    cpu += worker_cpu;
+                    collector.finished(worker, index, snapshot, worker_elapsed, &mut |row| {
+                        emit(row, observer)
+                    });
+                }
+                Ok(WorkerMsg::Failed(message)) => failure = Some(message),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if let Some(start) = self.start.get() {
+                observer.tick(start.elapsed(), &collector.total, collector.series.last());
+            }
+        }
+        Collected {
+            warmup,
+            elapsed,
+            cpu,
+            failure,
+        }
     }
 }
 
@@ -251,7 +331,14 @@ pub fn run(
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::with_capacity(threads);
+    // Each worker's empty snapshots for its swap once per interval: one up
+    // front, then one back from the collector for every one it sends.
+    let steps = plan.request.scenario.as_ref().map_or(0, |s| s.stat_names.len());
+    let mut spare_senders = Vec::with_capacity(threads);
     for id in 0..threads {
+        let (spare_tx, spares) = mpsc::channel();
+        let _ = spare_tx.send(Snapshot::with_steps(steps));
+        spare_senders.push(spare_tx);
         let warmup = plan.stop.warmup.map(|w| match w {
             Warmup::Duration(d) => Limit {
                 requests: None,
@@ -279,7 +366,7 @@ pub fn run(
         let (shared, tx) = (shared.clone(), tx.clone());
         let handle = std::thread::Builder::new()
             .name(format!("volley-worker-{id}"))
-            .spawn(move || worker::run(spec, shared, tx))
+            .spawn(move || worker::run(spec, shared, tx, spares))
             .map_err(|e| EngineError::Setup(format!("cannot start worker thread: {e}")))?;
         handles.push(handle);
     }
@@ -293,53 +380,49 @@ pub fn run(
     collector.open_model = shared.open_model;
     collector.monitor =
         Some(crate::monitor::Monitor::new(plan.watch.monitor_pid).map_err(EngineError::Setup)?);
-    let mut warmup: Option<PhaseSummary> = None;
-    let mut warmups_left = if plan.stop.warmup.is_some() { threads } else { 0 };
-    let mut elapsed = Duration::ZERO;
-    let mut cpu = CpuTime::default();
-    let mut failure = None;
-    loop {
-        match rx.recv_timeout(TICK) {
-            Ok(WorkerMsg::Warmup { snapshot, elapsed }) => {
-                let phase = warmup.get_or_insert_with(|| PhaseSummary {
-                    snapshot: Snapshot::default(),
-                    elapsed,
-                });
-                phase.snapshot += &snapshot;
-                phase.elapsed = phase.elapsed.max(elapsed);
-                warmups_left -= 1;
-                if warmups_left == 0 {
-                    observer.warmup_done(phase);
-                }
-            }
-            Ok(WorkerMsg::Interval {
-                worker,
-                index,
-                snapshot,
-            }) => {
-                let rows = collector.interval(worker, index, &snapshot);
-                emit(&collector, &rows, observer);
-            }
-            Ok(WorkerMsg::Finished {
-                worker,
-                index,
-                snapshot,
-                elapsed: worker_elapsed,
-                cpu: worker_cpu,
-            }) => {
-                elapsed = elapsed.max(worker_elapsed);
-                cpu += worker_cpu;
-                let rows = collector.finished(worker, index, &snapshot, worker_elapsed);
-                emit(&collector, &rows, observer);
-            }
-            Ok(WorkerMsg::Failed(message)) => failure = Some(message),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+    let warmups = if plan.stop.warmup.is_some() { threads } else { 0 };
+    let collecting = Collecting {
+        rx,
+        spares: spare_senders,
+        warmups,
+        start: &shared.start,
+    };
+    // In the open model the collecting thread runs in the background, so
+    // its per-interval work never takes a core from a worker and delays the
+    // schedule (see `ThreadPriority`).
+    let priority = crate::sys::ThreadPriority::for_model(shared.open_model);
+    let collected = std::thread::scope(|scope| {
+        let observer = &mut *observer;
+        std::thread::Builder::new()
+            .name("volley-collector".into())
+            .spawn_scoped(scope, move || {
+                priority.apply();
+                let mut collector = collector;
+                let collected = collecting.collect(&mut collector, observer);
+                (collector, collected)
+            })
+            .map(|handle| handle.join())
+    });
+    let (
+        collector,
+        Collected {
+            warmup,
+            elapsed,
+            cpu,
+            mut failure,
+        },
+    ) = match collected {
+        Ok(Ok(done)) => done,
+        not_collected => {
+            // The workers stop at once; their figures have nowhere to go.
+            shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            handles.into_iter().for_each(|handle| drop(handle.join()));
+            return Err(match not_collected {
+                Err(err) => EngineError::Setup(format!("cannot start the collecting thread: {err}")),
+                _ => EngineError::Worker("the collecting thread panicked".to_string()),
+            });
         }
-        if let Some(start) = shared.start.get() {
-            observer.tick(start.elapsed(), &collector.total, collector.series.last());
-        }
-    }
+    };
     for handle in handles {
         if handle.join().is_err() {
             failure.get_or_insert_with(|| "a worker thread panicked".to_string());

@@ -7,19 +7,19 @@
 //! `RefCell` on this thread and is swapped out once per interval.
 
 use super::budget::{Budget, Limit};
-use super::connection::{LoopSlot, drive};
+use super::connection::{LoopSlot, drive, open_connections};
 use super::exchange::WorkerCtx;
 use super::feed::{ClosedFeed, Feed, OpenFeed};
 use super::{LoadModel, Shared, WorkerMsg};
 use crate::http1::BodySink;
 use crate::net::Connector;
-use crate::recorder::Recorder;
+use crate::recorder::{Recorder, Snapshot};
 use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
 /// What one worker is asked to do.
@@ -43,6 +43,11 @@ pub struct WorkerSpec {
 /// How often a worker looks at the shared stop flag (Ctrl-C). Polling a
 /// timer keeps the flag off the per-request path.
 const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// The open model opens its connections before its schedule starts, for
+/// at most this long (or the connect timeout): a target that does not
+/// answer delays the run by no more than this.
+const PRECONNECT_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Builds a phase's feed for this worker.
 fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, ramped: bool) -> Feed {
@@ -75,7 +80,10 @@ fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, r
 }
 
 /// Runs a worker to completion on the calling thread, reporting through `tx`.
-pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
+///
+/// `spares` brings the empty snapshots the worker swaps in once per
+/// interval: recycled by the collector, so the swap allocates nothing here.
+pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares: Receiver<Snapshot>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
@@ -106,6 +114,17 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
     // One request loop per connection, or per HTTP/2 stream.
     let loops = spec.connections * ctx.shared.transport.streams;
     let mut slots: Vec<LoopSlot> = (0..loops).map(|_| LoopSlot::default()).collect();
+    if ctx.shared.open_model {
+        // The schedule starts at full rate: its connections must be open by
+        // then (see `open_connections`).
+        let within = ctx.shared.transport.connect_timeout.min(PRECONNECT_AT_MOST);
+        runtime.block_on(async {
+            tokio::select! {
+                _ = open_connections(&ctx, &mut slots, within) => {}
+                _ = stop_requested(&ctx) => {}
+            }
+        });
+    }
 
     if let Some(limit) = spec.warmup {
         let began = Instant::now();
@@ -136,14 +155,17 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>) {
     let next_index = Cell::new(0u64);
     runtime.block_on(async {
         // `biased`: when the deadline and an interval tick fall due together,
-        // the deadline wins and the last interval is reported whole.
+        // the deadline wins and the last interval is reported whole. The
+        // pacer comes before the connections: a ticket falls due on its
+        // timer, and issuing it must not wait until every connection with
+        // a response in has been served (hundreds, after a burst).
         tokio::select! {
             biased;
             _ = sleep_until(deadline) => {}
             _ = stop_requested(&ctx) => {}
-            _ = drive(&ctx, slots, &feed) => {}
             _ = forever(feed.pace(&ctx.recorder)) => {}
-            _ = tick(&ctx, spec.id, start, &next_index, &tx) => {}
+            _ = drive(&ctx, slots, &feed) => {}
+            _ = tick(&ctx, spec.id, start, &next_index, &tx, &spares) => {}
         }
     });
     let elapsed = start.elapsed();
@@ -186,13 +208,17 @@ async fn tick(
     start: Instant,
     next_index: &Cell<u64>,
     tx: &Sender<WorkerMsg>,
+    spares: &Receiver<Snapshot>,
 ) {
     let interval = ctx.shared.interval;
     loop {
         let index = next_index.get();
         let due = start + interval.saturating_mul(u32::try_from(index + 1).unwrap_or(u32::MAX));
         tokio::time::sleep_until(due.into()).await;
-        let snapshot = ctx.recorder.borrow_mut().take();
+        // A collector far behind has sent no spare yet: then, and only
+        // then, the swap allocates one.
+        let spare = spares.try_recv().unwrap_or_default();
+        let snapshot = ctx.recorder.borrow_mut().swap(spare);
         let _ = tx.send(WorkerMsg::Interval {
             worker,
             index,

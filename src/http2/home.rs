@@ -181,6 +181,16 @@ impl Lane {
         }
     }
 
+    /// Opens the group's connection now, if it has none, rather than at
+    /// the first stream.
+    pub async fn connect(
+        &self,
+        connector: &Connector,
+        recorder: &RefCell<Recorder>,
+    ) -> Result<(), RequestError> {
+        self.home.connection(connector, recorder).await.map(drop)
+    }
+
     /// Moves this lane's group to a new connection for its next streams.
     pub fn new_connection(&self) {
         let current = self.home.current.borrow().clone();

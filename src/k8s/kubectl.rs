@@ -115,7 +115,7 @@ fn report_in_log(log: &str) -> Option<&str> {
 pub fn run(spec: &JobSpec, program: &str, timeout: Duration, keep: bool) -> Result<SavedReport, String> {
     let dir = tempfile_dir()?;
     let manifest = dir.join("manifests.yaml");
-    std::fs::write(&manifest, super::to_yaml(spec))
+    std::fs::write(&manifest, super::to_json(spec))
         .map_err(|e| format!("cannot write the manifests: {e}"))?;
     if let Some(credentials) = &spec.credentials {
         let secret = credentials.secret.to_string();

@@ -9,6 +9,7 @@
 //! dependency out of a load generator.
 
 pub mod kubectl;
+mod yaml;
 
 use crate::cli::{Cli, Command, K8sOptions};
 use clap::Parser;
@@ -268,9 +269,16 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
     })
 }
 
-/// The manifests as one YAML stream (each document in JSON's flow style,
-/// which YAML reads as it is).
+/// The manifests as YAML, one document per object: what `volley k8s
+/// manifest` prints.
 pub fn to_yaml(spec: &JobSpec) -> String {
+    yaml::documents(&spec.objects)
+}
+
+/// The manifests as JSON documents, `---` between them (`volley k8s
+/// manifest --output json`, and what `volley k8s run` hands kubectl, whose
+/// YAML reader takes JSON as it is).
+pub fn to_json(spec: &JobSpec) -> String {
     let mut out = String::new();
     for object in &spec.objects {
         out += "---\n";
@@ -334,8 +342,9 @@ mod tests {
             SystemTime::UNIX_EPOCH,
         )
         .unwrap();
-        let printed = to_yaml(&spec);
-        assert!(!printed.contains("pw@"), "{printed}");
+        for printed in [to_yaml(&spec), to_json(&spec)] {
+            assert!(!printed.contains("pw@"), "{printed}");
+        }
         let container = &spec.objects[0]["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(container["args"][1], "$(VOLLEY_SECRET_0)");
         assert_eq!(container["env"][1]["name"], "VOLLEY_SECRET_0");

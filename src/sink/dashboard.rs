@@ -45,9 +45,9 @@ pub struct Dashboard {
 
 impl Dashboard {
     /// Serves the dashboard on `addr` and says where, on stderr.
-    pub fn start(addr: SocketAddr) -> Result<Dashboard, String> {
+    pub fn start(addr: SocketAddr, priority: crate::sys::ThreadPriority) -> Result<Dashboard, String> {
         let hub = Arc::new(server::Hub::default());
-        let (server, bound) = server::start(addr, Arc::clone(&hub), live_page())?;
+        let (server, bound) = server::start(addr, Arc::clone(&hub), live_page(), priority)?;
         eprintln!("dashboard: http://{bound}/ (live until the run ends)");
         if !bound.ip().is_loopback() {
             eprintln!(

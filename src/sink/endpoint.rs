@@ -32,6 +32,8 @@ pub struct Naming {
     pub thread: &'static str,
     /// The prefix of setup errors, e.g. `dashboard`.
     pub label: &'static str,
+    /// Where its thread runs.
+    pub priority: crate::sys::ThreadPriority,
 }
 
 /// Binds `addr` now, so that a bad address fails before the run, with the
@@ -49,7 +51,7 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let label = naming.label;
+    let (label, priority) = (naming.label, naming.priority);
     let listener = TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .map_err(bind_error)?;
@@ -63,6 +65,7 @@ where
     std::thread::Builder::new()
         .name(naming.thread.into())
         .spawn(move || {
+            priority.apply();
             runtime.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                     return;

@@ -233,7 +233,7 @@ pub struct Metrics {
 
 impl Metrics {
     /// Starts the outputs' threads and binds the endpoint; says where.
-    pub fn start(spec: &MetricsSpec) -> Result<Metrics, String> {
+    pub fn start(spec: &MetricsSpec, priority: crate::sys::ThreadPriority) -> Result<Metrics, String> {
         let mut deliveries = Vec::new();
         for (kind, url) in &spec.outputs {
             let wire: Box<dyn Wire> = match kind {
@@ -245,12 +245,12 @@ impl Metrics {
             deliveries.push((
                 *kind,
                 url.clone(),
-                Delivery::start(kind.name(), url.clone(), wire)?,
+                Delivery::start(kind.name(), url.clone(), wire, priority)?,
             ));
         }
         let endpoint = match spec.scrape {
             Some(addr) => {
-                let (endpoint, bound) = scrape::Endpoint::start(addr)?;
+                let (endpoint, bound) = scrape::Endpoint::start(addr, priority)?;
                 eprintln!("metrics: http://{bound}/metrics (until the run ends)");
                 if !bound.ip().is_loopback() {
                     eprintln!(

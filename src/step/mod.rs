@@ -1,5 +1,5 @@
 //! `volley step`: runs a series of load levels against one URL and answers
-//! the five questions of a load test (seeds/004): responsiveness,
+//! the five questions of a load test: responsiveness,
 //! throughput, maximum load, tail latency and error handling.
 //!
 //! Each level is an ordinary run of the engine (closed: connections; open:

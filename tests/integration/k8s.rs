@@ -26,16 +26,58 @@ fn validate(tool: &Path, file: &Path) -> Output {
         .expect("kubernetes-validate runs")
 }
 
+/// The documents of a `--output json` stream, with the start time (which
+/// moves between two invocations) blanked.
+fn json_documents(stream: &str) -> Vec<serde_json::Value> {
+    stream
+        .split("\n---\n")
+        .map(|d| d.trim_start_matches("---\n"))
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| without_start_time(serde_json::from_str(d).expect("each document is JSON")))
+        .collect()
+}
+
+fn without_start_time(mut object: serde_json::Value) -> serde_json::Value {
+    if let Some(args) = object.pointer_mut("/spec/template/spec/containers/0/args") {
+        let args = args.as_array_mut().unwrap();
+        for i in 1..args.len() {
+            if args[i - 1] == "--start-at"
+                || args[i - 1] == "--run-id" && args[i].as_str().unwrap().contains('T')
+            {
+                args[i] = "START".into();
+            }
+        }
+    }
+    object
+}
+
 #[test]
 fn manifests_pass_the_kubernetes_schemas() {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.yml");
     std::fs::write(
         &plan,
-        "base: http://svc:8080\nconcurrency: 4\niterations: 100\nplan:\n  - name: hi\n    request:\n      url: /hi\n",
+        "# a plan file travels in the ConfigMap line for line\n\nbase: http://svc:8080\nconcurrency: 4   \niterations: 100\nplan:\n  - name: hi\n    request:\n      url: /hi\n",
     )
     .unwrap();
-    let run_job = volley(&[
+    let with = dir.path().join("users.csv");
+    std::fs::write(&with, "  id,name\n1,no\n\n\n").unwrap();
+    // Words a YAML 1.1 reader (Kubernetes', PyYAML) takes for a date, a
+    // boolean, a number or null unless they are quoted: each must stay a
+    // string in the pods' args.
+    let tricky = [
+        "-H",
+        "no",
+        "-H",
+        "1_000",
+        "-H",
+        "~",
+        "-H",
+        "0b11",
+        "--run-id",
+        "2026-11-23",
+    ];
+    let mut run_args = vec![
         "k8s",
         "manifest",
         "--shards",
@@ -51,32 +93,56 @@ fn manifests_pass_the_kubernetes_schemas() {
         "30000",
         "-c",
         "30",
-    ]);
+    ];
+    run_args.extend(tricky);
+    let run_job = volley(&run_args);
     assert!(run_job.status.success(), "{}", stderr(&run_job));
     assert!(!stdout(&run_job).contains("pw-x") && !stderr(&run_job).contains("pw-x"));
     assert!(stdout(&run_job).contains("secretKeyRef"), "{}", stdout(&run_job));
+    assert!(
+        stdout(&run_job).contains("\nkind: Job\n"),
+        "YAML by default: {}",
+        stdout(&run_job)
+    );
     assert!(
         stderr(&run_job).contains("kubectl create secret generic volley-credentials --from-literal=arg-0='http://user:***@svc:8080/hi'"),
         "{}",
         stderr(&run_job)
     );
-    let plan_job = volley(&[
+    let plan_args = [
         "k8s",
         "manifest",
         "--shards",
         "2",
         "--name",
         "plan-load",
+        "--with",
+        with.to_str().unwrap(),
         "plan",
         plan.to_str().unwrap(),
-    ]);
+    ];
+    let plan_job = volley(&plan_args);
     assert!(plan_job.status.success(), "{}", stderr(&plan_job));
     assert!(
-        stdout(&plan_job).contains("\"kind\": \"ConfigMap\""),
+        stdout(&plan_job).contains("\nkind: ConfigMap\n"),
         "{}",
         stdout(&plan_job)
     );
     assert!(stdout(&plan_job).contains("/plan/plan.yml"));
+    // --output json keeps the JSON documents.
+    let mut json_args = vec!["k8s", "manifest", "--output", "json"];
+    json_args.extend(&plan_args[2..]);
+    let plan_json = volley(&json_args);
+    assert!(plan_json.status.success(), "{}", stderr(&plan_json));
+    assert!(
+        stdout(&plan_json).contains("\"kind\": \"ConfigMap\""),
+        "{}",
+        stdout(&plan_json)
+    );
+    let mut run_json_args = vec!["k8s", "manifest", "--output", "json"];
+    run_json_args.extend(&run_args[2..]);
+    let run_json = volley(&run_json_args);
+    assert!(run_json.status.success(), "{}", stderr(&run_json));
 
     let Some(tool) = kubernetes_validate() else {
         assert!(
@@ -86,7 +152,11 @@ fn manifests_pass_the_kubernetes_schemas() {
         eprintln!("note: kubernetes-validate not installed (.ci/k8s-tools); the schema check was skipped");
         return;
     };
-    for (name, out) in [("run.yaml", &run_job), ("plan.yaml", &plan_job)] {
+    for (name, out) in [
+        ("run.yaml", &run_job),
+        ("plan.yaml", &plan_job),
+        ("plan.json", &plan_json),
+    ] {
         let file = dir.path().join(name);
         std::fs::write(&file, &out.stdout).unwrap();
         let checked = validate(&tool, &file);
@@ -97,13 +167,39 @@ fn manifests_pass_the_kubernetes_schemas() {
             stderr(&checked)
         );
     }
+    // The YAML says what the JSON says, read by the YAML 1.1 reader
+    // kubernetes-validate brings (PyYAML, in its environment).
+    let python = tool.with_file_name("python");
+    for (yaml, json) in [(&run_job, &run_json), (&plan_job, &plan_json)] {
+        let mut read = Command::new(&python)
+            .args([
+                "-c",
+                "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(sys.stdin))))",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the kubernetes-validate environment's python runs");
+        use std::io::Write;
+        read.stdin.take().unwrap().write_all(&yaml.stdout).unwrap();
+        let read = read.wait_with_output().unwrap();
+        assert!(read.status.success(), "PyYAML could not read: {}", stdout(yaml));
+        let from_yaml: Vec<serde_json::Value> =
+            serde_json::from_slice::<Vec<serde_json::Value>>(&read.stdout)
+                .unwrap()
+                .into_iter()
+                .map(without_start_time)
+                .collect();
+        assert_eq!(from_yaml, json_documents(&stdout(json)), "{}", stdout(yaml));
+    }
     // The check can fail: a Job whose completions is not a number.
     let broken = dir.path().join("broken.yaml");
     std::fs::write(
         &broken,
-        stdout(&run_job).replace("\"completions\": 3", "\"completions\": \"three\""),
+        stdout(&run_job).replace("completions: 3\n", "completions: three\n"),
     )
     .unwrap();
+    assert_ne!(stdout(&run_job), std::fs::read_to_string(&broken).unwrap());
     assert!(
         !validate(&tool, &broken).status.success(),
         "a broken Job must not validate"

@@ -3,6 +3,7 @@
 
 mod compare;
 mod credentials;
+mod docs;
 mod fuzz_inputs;
 mod hostile;
 mod hostile_h2;
@@ -15,6 +16,7 @@ mod load;
 mod metrics;
 mod monitor;
 mod otlp;
+mod pacing;
 mod plan;
 mod plan_drill;
 mod plan_list;

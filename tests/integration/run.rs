@@ -302,6 +302,22 @@ fn bad_usage_exits_2_with_one_line() {
     );
     usage_error(&["run", "-c", "0", "http://127.0.0.1:1/"], "--connections");
     usage_error(&["run"], "URL");
+    // An optional value goes after '=': the error shows that form.
+    usage_error(
+        &["run", "--dashboard", "127.0.0.1:5665", "http://127.0.0.1:1/"],
+        "write --dashboard=127.0.0.1:5665",
+    );
+    usage_error(
+        &[
+            "step",
+            "--levels",
+            "1",
+            "--dashboard",
+            "[::1]:0",
+            "http://127.0.0.1:1/",
+        ],
+        "--dashboard takes its value after '=', as --dashboard=ADDR",
+    );
 }
 
 #[test]

@@ -196,13 +196,19 @@ pub type Server = crate::sink::endpoint::Running;
 
 /// Binds `addr` now (so a bad address fails before the run) and serves
 /// from a thread of its own.
-pub fn start(addr: SocketAddr, hub: Arc<Hub>, page: String) -> Result<(Server, SocketAddr), String> {
+pub fn start(
+    addr: SocketAddr,
+    hub: Arc<Hub>,
+    page: String,
+    priority: crate::sys::ThreadPriority,
+) -> Result<(Server, SocketAddr), String> {
     let page = Bytes::from(page);
     crate::sink::endpoint::start(
         addr,
         crate::sink::endpoint::Naming {
             thread: "volley-dashboard",
             label: "dashboard",
+            priority,
         },
         |e| {
             format!(

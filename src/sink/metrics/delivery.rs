@@ -103,7 +103,12 @@ pub struct Delivery {
 
 impl Delivery {
     /// Starts the delivery thread for `url`; `name` prefixes its warnings.
-    pub fn start(name: &str, url: url::Url, wire: Box<dyn Wire>) -> Result<Delivery, String> {
+    pub fn start(
+        name: &str,
+        url: url::Url,
+        wire: Box<dyn Wire>,
+        priority: crate::sys::ThreadPriority,
+    ) -> Result<Delivery, String> {
         let (queue, batches) = sync_channel(QUEUE);
         let shared = Arc::new(Shared {
             tally: Mutex::new(Tally::default()),
@@ -118,7 +123,10 @@ impl Delivery {
         };
         let thread = std::thread::Builder::new()
             .name(format!("volley-{name}"))
-            .spawn(move || worker.run(batches))
+            .spawn(move || {
+                priority.apply();
+                worker.run(batches)
+            })
             .map_err(|e| format!("{name} output: cannot start its thread: {e}"))?;
         Ok(Delivery {
             queue: Some(queue),

@@ -99,7 +99,10 @@ pub struct Endpoint {
 impl Endpoint {
     /// Binds `addr` now (a bad address fails before the run) and serves
     /// from a thread of its own.
-    pub fn start(addr: SocketAddr) -> Result<(Endpoint, SocketAddr), String> {
+    pub fn start(
+        addr: SocketAddr,
+        priority: crate::sys::ThreadPriority,
+    ) -> Result<(Endpoint, SocketAddr), String> {
         let page = Arc::new(Mutex::new(Bytes::new()));
         let served = Arc::clone(&page);
         let (running, bound) = crate::sink::endpoint::start(
@@ -107,6 +110,7 @@ impl Endpoint {
             crate::sink::endpoint::Naming {
                 thread: "volley-metrics",
                 label: "metrics endpoint",
+                priority,
             },
             |e| {
                 format!(
