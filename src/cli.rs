@@ -4,7 +4,7 @@
 //! `RunSpec::resolve` makes the plan, so the same checks apply whichever
 //! way a plan is built.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -40,6 +40,9 @@ pub enum Command {
     /// Run sharded on Kubernetes as an Indexed Job, through kubectl.
     #[command(subcommand)]
     K8s(K8sCommand),
+    /// Write a plan file from what you have: a browser's HAR recording, an
+    /// OpenAPI description, curl command lines or a Postman collection.
+    Import(Box<ImportArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Write a man page per command into a directory (for packagers).
@@ -60,6 +63,59 @@ pub struct ManArgs {
     /// The directory to write volley.1, volley-run.1, ... into (made if missing).
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+}
+
+/// What `volley import` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportKind {
+    /// A HAR 1.2 file, as browsers' devtools export a session.
+    Har,
+    /// An OpenAPI 3.0 or 3.1 description (or Swagger 2.0), YAML or JSON.
+    Openapi,
+    /// curl command lines, as browsers' "Copy as cURL" writes them.
+    Curl,
+    /// A Postman collection (v2.1 or v2.0).
+    Postman,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// What FILE holds.
+    #[arg(value_enum, value_name = "KIND")]
+    pub kind: ImportKind,
+    /// The file to read; - reads standard input.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Write the plan to this file, long or binary bodies in files beside
+    /// it [default: standard output, every body inline].
+    #[arg(short = 'o', long, value_name = "PLAN.yml")]
+    pub output: Option<PathBuf>,
+    /// The base URL to write instead of the one the input gives.
+    #[arg(long, value_name = "URL")]
+    pub base: Option<String>,
+    /// HAR: also keep the requests to this origin (repeatable), written as
+    /// a plan of their own beside the main one (a plan runs against one origin).
+    #[arg(long, value_name = "ORIGIN", help_heading = "HAR")]
+    pub include_origin: Vec<String>,
+    /// HAR: keep requests for images, fonts, stylesheets and scripts.
+    #[arg(long, help_heading = "HAR")]
+    pub include_assets: bool,
+    /// HAR: send the recorded Cookie headers as they were, instead of
+    /// leaving cookies to volley's cookie jar.
+    #[arg(long, help_heading = "HAR")]
+    pub keep_cookies: bool,
+    /// HAR: pause between pages as the recording did (delay items).
+    #[arg(long, help_heading = "HAR")]
+    pub think_time: bool,
+    /// OpenAPI: only the operations with one of these tags.
+    #[arg(long, value_delimiter = ',', value_name = "TAGS", help_heading = "OpenAPI")]
+    pub tags: Vec<String>,
+    /// OpenAPI: only these operations (operationId; repeatable or comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "ID", help_heading = "OpenAPI")]
+    pub operation: Vec<String>,
+    /// Postman: an environment file whose variables fill the collection's.
+    #[arg(long, value_name = "FILE", help_heading = "Postman")]
+    pub env: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

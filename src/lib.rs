@@ -17,6 +17,7 @@ pub mod fuzzing;
 pub mod histogram;
 pub mod http1;
 pub mod http2;
+pub mod import;
 pub mod k8s;
 pub mod merge;
 pub mod monitor;

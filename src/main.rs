@@ -114,6 +114,7 @@ fn main() -> ExitCode {
                 max_inflight: args.max_inflight,
                 tls: args.tls,
                 cert_out: args.cert_out,
+                ..Default::default()
             }) {
                 Ok(()) => ExitCode::SUCCESS,
                 // Options the server refuses are bad usage, like a bad flag.
@@ -140,6 +141,7 @@ fn main() -> ExitCode {
             }
         }
         Command::K8s(volley::cli::K8sCommand::Run(args)) => k8s_run(&args, &stop),
+        Command::Import(args) => import(&args),
         Command::Demo(args) => match volley::demo::run(&args.duration, stop) {
             Ok(verdict) => exit_for(verdict, None),
             Err(err) => fail(EXIT_FAILED, &format!("{err:#}")),
@@ -435,6 +437,33 @@ fn install_interrupt_handler() -> Arc<AtomicBool> {
         }
     });
     stop
+}
+
+/// `volley import`: the plan to `-o` or standard output, then one line on
+/// stderr saying what was written; bad input exits 2.
+fn import(args: &volley::cli::ImportArgs) -> ExitCode {
+    use volley::import::{ImportError, command};
+    match command(args, &mut std::io::stdout().lock()) {
+        Ok(summary) => {
+            for (path, requests) in &summary.plans {
+                if let Some(path) = path {
+                    eprintln!("volley import: wrote {} ({requests} requests)", path.display());
+                }
+            }
+            if summary.body_files > 0 {
+                eprintln!(
+                    "volley import: {} body file(s) beside the plan",
+                    summary.body_files
+                );
+            }
+            if summary.notes > 1 {
+                eprintln!("volley import: see the plan's header for what was left out and what to set");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err @ ImportError::Input { .. }) => fail(EXIT_USAGE, &err.to_string()),
+        Err(err @ ImportError::Write(_)) => fail(EXIT_FAILED, &err.to_string()),
+    }
 }
 
 /// `volley plan --list-tags` / `--list-tasks`: print, send nothing.

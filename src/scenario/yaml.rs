@@ -12,7 +12,7 @@ use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode, MarkedSequenceNode
 use marked_yaml::{Marker, Node, Span};
 use std::collections::HashMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
-use yaml_rust2::scanner::Marker as YamlMarker;
+use yaml_rust2::scanner::{Marker as YamlMarker, TScalarStyle};
 
 /// What aliases may add in all, in bytes of text plus `NODE_WEIGHT` per
 /// node (about what a node costs in memory).
@@ -150,11 +150,16 @@ impl MarkedEventReceiver for Builder {
                 let node = self.anchors[&id].0.clone();
                 self.complete(node, 0, &mark);
             }
-            Event::Scalar(text, _, anchor, tag) => {
+            Event::Scalar(text, style, anchor, tag) => {
                 if !tag_is_plain(&tag) {
                     return self.fail(&mark, "YAML tags other than !!str, !!int... are not supported");
                 }
-                let node = Node::Scalar(MarkedScalarNode::new(Span::new_start(mark), text));
+                let mut scalar = MarkedScalarNode::new(Span::new_start(mark), text);
+                // Only a plain scalar may be a number, a boolean or null
+                // (`'10'` is text); plans read every scalar as text, but
+                // `volley import` reads OpenAPI documents through here too.
+                scalar.set_coerce(style == TScalarStyle::Plain);
+                let node = Node::Scalar(scalar);
                 self.complete(node, anchor, &mark);
             }
             Event::SequenceStart(anchor, tag) => {

@@ -373,6 +373,7 @@ impl<S: Io> Conn<S> {
         let request = input.request();
         let incoming = Incoming {
             method: req.head.method,
+            method_name: request.split(|&b| b == b' ').next().unwrap_or_default(),
             path: request.get(req.head.path.clone()).unwrap_or_default(),
             query: request.get(req.head.query.clone()).unwrap_or_default(),
             content_type: req.head.content_type.clone().and_then(|range| request.get(range)),

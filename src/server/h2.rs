@@ -137,6 +137,7 @@ async fn stream(
     shared.requests_received.fetch_add(1, Relaxed);
     let incoming = Incoming {
         method: Method::of(head.method.as_str()),
+        method_name: head.method.as_str().as_bytes(),
         path: head.uri.path().as_bytes(),
         query: head.uri.query().unwrap_or_default().as_bytes(),
         content_type: head.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes),

@@ -22,11 +22,13 @@
 //! h2c from HTTP/1.1, `tls` sets up TLS. `conn` runs an HTTP/1.1 connection
 //! (`request` parses requests, `response` writes heads), `h2` an HTTP/2 one.
 //! `routes` implements the endpoints, `api` the JSON ones, against the
-//! protocol-neutral requests and replies of `reply`; `pause` holds the pause.
+//! protocol-neutral requests and replies of `reply`; `pause` holds the pause,
+//! `log` the optional log of requests; `app.html` is the page at `/app`.
 
 mod api;
 mod conn;
 mod h2;
+mod log;
 mod pause;
 mod preface;
 mod reply;
@@ -49,6 +51,8 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+pub use log::LoggedRequest;
+use log::RequestLog;
 use pause::Pause;
 use preface::Protocol;
 use tls::Tls;
@@ -76,6 +80,10 @@ pub struct ServerOptions {
     /// Where to write that certificate, PEM-encoded, before serving, so
     /// clients elsewhere can trust it. Needs `tls`.
     pub cert_out: Option<PathBuf>,
+    /// Keep a log of the requests answered, in arrival order (see
+    /// [`ServerHandle::requests`]); off by default, as it costs a lock per
+    /// request.
+    pub log_requests: bool,
 }
 
 impl Default for ServerOptions {
@@ -85,6 +93,7 @@ impl Default for ServerOptions {
             max_inflight: None,
             tls: false,
             cert_out: None,
+            log_requests: false,
         }
     }
 }
@@ -133,6 +142,8 @@ struct Shared {
     /// unlimited, which costs a request nothing but this check. tokio's
     /// semaphore is fair, so waiting requests get slots in arrival order.
     limit: Option<Arc<Semaphore>>,
+    /// The requests answered, when [`ServerOptions::log_requests`] asks.
+    log: Option<RequestLog>,
 }
 
 impl Shared {
@@ -159,6 +170,7 @@ impl Shared {
         };
         Ok(Self {
             limit,
+            log: opts.log_requests.then(RequestLog::default),
             ..Self::default()
         })
     }
@@ -233,6 +245,19 @@ impl ServerHandle {
     #[must_use]
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.snapshot()
+    }
+
+    /// The requests answered so far, in arrival order, when the server was
+    /// started with [`ServerOptions::log_requests`] (empty otherwise). A
+    /// request is logged as it is handed to its endpoint, before its answer
+    /// goes out, so a client holding a response finds its request here.
+    #[must_use]
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        self.shared
+            .log
+            .as_ref()
+            .map(RequestLog::entries)
+            .unwrap_or_default()
     }
 
     /// Stops accepting, closes every connection (stalled ones included) and

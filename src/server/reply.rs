@@ -27,6 +27,9 @@ static FILL: [u8; FILL_LEN] = [b'x'; FILL_LEN];
 /// A request as the endpoints see it.
 pub(super) struct Incoming<'a> {
     pub method: Method,
+    /// The method as sent (`Method` names only the ones endpoints tell
+    /// apart); for the request log.
+    pub method_name: &'a [u8],
     /// The path of the request target, without query string.
     pub path: &'a [u8],
     /// The query string, without its `?`; empty when there is none.

@@ -7,7 +7,9 @@
 //! count as errors without falling over. `/pause` stalls the whole server,
 //! every connection at once, the way a garbage-collection pause or a full
 //! disk would. Under `/api/` is a small JSON API for scenario tests (see
-//! `api`).
+//! `api`); `/app` is a page whose script calls that API the way a web app
+//! does (with `/app.css` beside it), so a real browser can record a session
+//! against the server (`volley import har` is checked that way).
 //!
 //! Each endpoint is written once, for every protocol: [`answer`] takes a
 //! protocol-neutral request and says what to send (a `Reply`) or which fault
@@ -35,6 +37,13 @@ const MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 const TEXT: Option<&[u8]> = Some(b"text/plain");
 const JSON: Option<&[u8]> = Some(b"application/json");
+const HTML: Option<&[u8]> = Some(b"text/html; charset=utf-8");
+const CSS: Option<&[u8]> = Some(b"text/css");
+
+/// The page at `/app`: its script logs in, looks around and creates a user
+/// through `/api/`, one call after another, then sets its title to `done`.
+const APP_PAGE: &[u8] = include_bytes!("app.html");
+const APP_CSS: &[u8] = b"body { font-family: sans-serif; margin: 2em; }\npre { background: #eee; }\n";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Route {
@@ -52,6 +61,8 @@ pub(super) enum Route {
     Slow(u64),
     Pause(u64),
     Api(Api),
+    App,
+    AppCss,
     NotFound,
     /// A known endpoint with an unusable parameter; the message says why.
     BadParameter(&'static str),
@@ -66,6 +77,8 @@ impl Route {
             b"/drop" => return Route::Drop,
             b"/stall" => return Route::Stall,
             b"/garbage" => return Route::Garbage,
+            b"/app" => return Route::App,
+            b"/app.css" => return Route::AppCss,
             _ => {}
         }
         if let Some(rest) = path.strip_prefix(b"/api/") {
@@ -125,6 +138,9 @@ impl Route {
 /// ([`Route::waits`]) do it here; what they answer is written by the
 /// protocol, which also takes care of in-flight slots and `/pause`.
 pub(super) async fn answer<'a>(route: Route, req: &Incoming<'a>, shared: &Arc<Shared>) -> Answer<'a> {
+    if let Some(log) = &shared.log {
+        log.record(req);
+    }
     let reply = match route {
         Route::Hi => Reply::new(200, TEXT, Body::Static(HI_BODY)),
         Route::Sleep(ms) => {
@@ -162,6 +178,8 @@ pub(super) async fn answer<'a>(route: Route, req: &Incoming<'a>, shared: &Arc<Sh
         Route::Garbage => return Answer::Garbage,
         Route::Slow(ms) => Reply::new(200, TEXT, Body::Drip(Duration::from_millis(ms))),
         Route::Api(endpoint) => api::reply(endpoint, req),
+        Route::App => Reply::new(200, HTML, Body::Static(APP_PAGE)),
+        Route::AppCss => Reply::new(200, CSS, Body::Static(APP_CSS)),
         Route::Pause(ms) => {
             // The pause starts now; this response is held by it like any
             // other and so goes out when it ends (later, if extended).
@@ -239,6 +257,8 @@ mod tests {
         assert_eq!(Route::of(b"/api/users"), Route::Api(Api::Users));
         assert_eq!(Route::of(b"/api/users/7"), Route::Api(Api::User(Some(7))));
         assert_eq!(Route::of(b"/api/nope"), Route::Api(Api::NotFound));
+        assert_eq!(Route::of(b"/app"), Route::App);
+        assert_eq!(Route::of(b"/app.css"), Route::AppCss);
         assert_eq!(Route::of(b"/api"), Route::NotFound);
         assert_eq!(Route::of(b"/nope"), Route::NotFound);
         assert_eq!(Route::of(b"/hi/"), Route::NotFound);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// The Python with Playwright: $VOLLEY_BROWSER_PYTHON, else the venv
 /// .ci/run makes.
-fn browser_python() -> Option<PathBuf> {
+pub(super) fn browser_python() -> Option<PathBuf> {
     let python = std::env::var_os("VOLLEY_BROWSER_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser-venv/bin/python"));

@@ -10,6 +10,8 @@ mod hostile;
 mod hostile_h2;
 mod html;
 mod http2;
+mod import;
+mod import_browser;
 mod k8s;
 mod load;
 mod metrics;

@@ -969,3 +969,50 @@ fn api_requests_pipeline_with_the_rest() {
     assert_eq!(client.response().body, b"world");
     assert_eq!(json(&client.response())["id"], 3);
 }
+
+#[test]
+fn the_request_log_keeps_what_arrived_in_order() {
+    let server = spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        log_requests: true,
+        ..Default::default()
+    })
+    .expect("server starts on 127.0.0.1:0");
+    let mut client = connect(&server);
+    assert_eq!(client.get("/hi?x=1").status, 200);
+    let created = client.call("PATCH", "/api/users/3", &[], b"{\"a\":1}");
+    assert_eq!(created.status, 405);
+    assert_eq!(client.get("/nope").status, 404);
+    let logged: Vec<(String, String, Vec<u8>)> = server
+        .requests()
+        .into_iter()
+        .map(|r| (r.method, r.target, r.body))
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            ("GET".into(), "/hi?x=1".into(), vec![]),
+            ("PATCH".into(), "/api/users/3".into(), b"{\"a\":1}".to_vec()),
+            ("GET".into(), "/nope".into(), vec![]),
+        ]
+    );
+    // Off unless asked for.
+    let quiet = start();
+    assert_eq!(connect(&quiet).get("/hi").status, 200);
+    assert!(quiet.requests().is_empty());
+}
+
+#[test]
+fn the_app_page_calls_the_api() {
+    let server = start();
+    let mut client = connect(&server);
+    let page = client.get("/app");
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+    let html = String::from_utf8(page.body).unwrap();
+    for call in ["'/api/login'", "'/api/me'", "'/api/users'", "'/api/echo-headers'"] {
+        assert!(html.contains(call), "{call}");
+    }
+    let css = client.get("/app.css");
+    assert_eq!((css.status, css.header("content-type")), (200, Some("text/css")));
+}

@@ -511,3 +511,32 @@ fn cert_out_without_tls_is_a_usage_error() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--tls"), "{stderr}");
 }
+
+#[test]
+fn h2_requests_are_logged_with_their_method() {
+    let server = volley::server::spawn(volley::server::ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        log_requests: true,
+        ..Default::default()
+    })
+    .expect("server starts");
+    let answer = block_on(async {
+        let client = h2c(&server).await;
+        let request = http::Request::builder()
+            .method("DELETE")
+            .uri(uri("/api/users/9?why=test"));
+        call(&client, request, b"gone").await
+    })
+    .expect("an answer");
+    assert_eq!(answer.status, 405);
+    let logged = server.requests();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(
+        (
+            logged[0].method.as_str(),
+            logged[0].target.as_str(),
+            &logged[0].body[..]
+        ),
+        ("DELETE", "/api/users/9?why=test", &b"gone"[..])
+    );
+}

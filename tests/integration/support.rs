@@ -47,8 +47,14 @@ pub fn url(server: &ServerHandle, path: &str) -> String {
 /// Runs the binary to completion, killing it if it outlives the limit. The
 /// output is read while it runs, so a long report cannot fill the pipe.
 pub fn volley(args: &[&str]) -> Output {
+    volley_env(args, &[])
+}
+
+/// [`volley`] with these environment variables set for it.
+pub fn volley_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_volley"))
         .args(args)
+        .envs(vars.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -124,4 +130,15 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     // A test that failed while holding it must not fail all the others.
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The embedded target on a free loopback port, logging the requests it
+/// answers (`ServerHandle::requests`).
+pub fn logging_target() -> volley::server::ServerHandle {
+    volley::server::spawn(volley::server::ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        log_requests: true,
+        ..Default::default()
+    })
+    .expect("embedded target starts")
 }

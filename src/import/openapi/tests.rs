@@ -1,0 +1,266 @@
+use super::*;
+
+const PETSTORE: &str = include_str!("../../../tests/fixtures/import/petstore-3.0.yaml");
+const BOOKSHOP: &str = include_str!("../../../tests/fixtures/import/bookshop-3.1.json");
+
+fn import_with(text: &str, openapi: Options, base: Option<&str>) -> Result<Plan, Problem> {
+    let input = Input {
+        name: "api.yaml".into(),
+        text: text.into(),
+    };
+    let all = All {
+        openapi,
+        base: base.map(|b| Base::parse(b).unwrap()),
+        ..All::default()
+    };
+    import(&input, &all)
+}
+
+fn request<'p>(plan: &'p Plan, name: &str) -> &'p Request {
+    plan.items
+        .iter()
+        .find_map(|i| match &i.step {
+            Step::Request(r) if i.name == name => Some(r),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no item {name}"))
+}
+
+fn body(request: &Request) -> serde_json::Value {
+    match &request.body {
+        Some(Body::Bytes(bytes)) => serde_json::from_slice(bytes).unwrap(),
+        other => panic!("no JSON body: {other:?}"),
+    }
+}
+
+#[test]
+fn the_petstore_as_a_plan() {
+    let plan = import_with(PETSTORE, Options::default(), None).unwrap();
+    assert_eq!(plan.base, "https://petstore.example");
+    assert_eq!(plan.items.len(), 19);
+    assert_eq!(plan.items[0].name, "updatePet");
+    assert_eq!(plan.items[0].tags, ["pet"]);
+    assert_eq!(plan.items[0].comment.as_deref(), Some("Update an existing pet"));
+    let add = request(&plan, "addPet");
+    assert_eq!((add.method.as_str(), add.url.as_str()), ("POST", "/api/v3/pet"));
+    assert_eq!(
+        body(add),
+        serde_json::json!({"id": 10, "name": "doggie", "category": {"id": 1, "name": "Dogs"},
+            "photoUrls": ["string"], "tags": [{"id": 1, "name": "string"}], "status": "available"})
+    );
+    assert!(
+        add.headers
+            .contains(&("Authorization".into(), "Bearer {{ PETSTORE_AUTH }}".into()))
+    );
+    assert_eq!(
+        request(&plan, "findPetsByStatus").url,
+        "/api/v3/pet/findByStatus?status=available"
+    );
+    assert_eq!(
+        request(&plan, "findPetsByTags").url,
+        "/api/v3/pet/findByTags?tags=tag1&tags=tag2"
+    );
+    assert_eq!(
+        request(&plan, "getPetById").headers,
+        [("api_key".to_string(), "{{ API_KEY }}".to_string())]
+    );
+    assert_eq!(
+        request(&plan, "updatePetWithForm").url,
+        "/api/v3/pet/10",
+        "optional, no example: left out"
+    );
+    assert_eq!(request(&plan, "deleteOrder").url, "/api/v3/store/order/1");
+    assert_eq!(
+        request(&plan, "loginUser").url,
+        "/api/v3/user/login?username=theUser"
+    );
+    assert_eq!(request(&plan, "getUserByName").url, "/api/v3/user/user%201");
+    assert_eq!(request(&plan, "uploadFile").body, None);
+    let order = request(&plan, "placeOrder");
+    assert_eq!(
+        order.headers,
+        [("Content-Type".to_string(), "application/json".to_string())]
+    );
+    assert_eq!(body(order)["status"], "approved");
+    assert!(body(request(&plan, "createUsersWithListInput")).is_array());
+    let header = plan.header.join("\n");
+    assert!(
+        header.contains("PETSTORE_AUTH") && header.contains("API_KEY"),
+        "{header}"
+    );
+    assert!(header.contains("uploadFile"), "{header}");
+}
+
+#[test]
+fn a_31_description_with_refs_all_of_and_one_of() {
+    let plan = import_with(BOOKSHOP, Options::default(), None).unwrap();
+    assert_eq!(
+        plan.base, "http://127.0.0.1:8080",
+        "the server's variables at their defaults"
+    );
+    assert_eq!(plan.items.len(), 25);
+    let book = body(request(&plan, "replaceBook"));
+    // allOf: Product's properties (less the read-only id), then Book's.
+    let keys: Vec<&String> = book.as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 8, "{book}");
+    assert!(book.get("id").is_none(), "read-only properties are not sent");
+    assert_eq!(
+        book["price"],
+        serde_json::json!({"amount": 1.0, "currency": "EUR"})
+    );
+    assert_eq!(
+        book["category"]["children"][0]["name"], "string",
+        "a recursive schema stops"
+    );
+    assert_eq!(
+        body(request(&plan, "createBook"))["title"],
+        "The Hobbit",
+        "a $ref'd example"
+    );
+    assert_eq!(
+        body(request(&plan, "payOrder"))["kind"],
+        "card",
+        "oneOf takes the first"
+    );
+    let order = body(request(&plan, "placeOrder"));
+    assert_eq!(order["shipping"]["city"], "Lyon", "anyOf skips null");
+    let review = request(&plan, "listReviews");
+    assert_eq!(
+        review.url, "/v2/books/3fa85f64-5717-4562-b3fc-2c963f66afa6/reviews",
+        "a $ref'd path item"
+    );
+    assert!(review.headers.is_empty(), "security: [] is public");
+    assert_eq!(request(&plan, "getAuthor").url, "/v2/authors/100");
+    assert_eq!(
+        request(&plan, "getOrder").url,
+        "/v2/orders/1",
+        "exclusiveMinimum 0"
+    );
+    assert_eq!(
+        request(&plan, "listBooks").url,
+        "/v2/books?page=1&limit=1&sort=title&lang=en&lang=fr"
+    );
+    assert_eq!(
+        request(&plan, "search").url,
+        "/v2/search?q=string&in=title&in=title&year=1937&lang=en&key={{ API_KEY }}"
+    );
+    assert_eq!(
+        request(&plan, "me").headers,
+        [("Authorization".to_string(), "Basic {{ BASIC_AUTH }}".to_string())]
+    );
+    assert_eq!(
+        request(&plan, "updateMe").body,
+        Some(Body::Bytes(b"name=Ann+Lee&newsletter=true".to_vec()))
+    );
+    assert_eq!(
+        request(&plan, "saveNotes").body,
+        Some(Body::Bytes(b"read: 1e3 pages; yes".to_vec()))
+    );
+}
+
+#[test]
+fn tags_operations_and_base_choose() {
+    let plan = import_with(
+        BOOKSHOP,
+        Options {
+            tags: vec!["catalogue".into()],
+            ..Options::default()
+        },
+        Some("https://staging.test"),
+    )
+    .unwrap();
+    let names: Vec<&str> = plan.items.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["listBooks", "listAuthors", "categoryTree", "search"]);
+    assert_eq!(plan.base, "https://staging.test");
+    assert_eq!(
+        request(&plan, "listAuthors").url,
+        "/authors?page=1",
+        "--base replaces the server, path and all"
+    );
+    let plan = import_with(
+        PETSTORE,
+        Options {
+            operations: vec!["getInventory".into(), "logoutUser".into()],
+            ..Options::default()
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(plan.items.len(), 2);
+    let missing = import_with(
+        PETSTORE,
+        Options {
+            operations: vec!["nope".into()],
+            ..Options::default()
+        },
+        None,
+    );
+    assert!(missing.unwrap_err().message.contains("--operation nope"));
+    assert!(
+        import_with(
+            PETSTORE,
+            Options {
+                tags: vec!["nope".into()],
+                ..Options::default()
+            },
+            None
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn swagger_2() {
+    let text = r##"{"swagger": "2.0", "info": {"title": "Old", "version": "1"}, "host": "old.test:8080", "basePath": "/api", "schemes": ["http"],
+        "securityDefinitions": {"key": {"type": "apiKey", "in": "header", "name": "X-Key"}}, "security": [{"key": []}],
+        "paths": {"/things/{id}": {"post": {"operationId": "make", "parameters": [
+            {"name": "id", "in": "path", "required": true, "type": "integer", "minimum": 5},
+            {"name": "body", "in": "body", "schema": {"$ref": "#/definitions/Thing"}}],
+          "responses": {"200": {"description": "ok"}}}}},
+        "definitions": {"Thing": {"type": "object", "properties": {"name": {"type": "string", "example": "x"}}}}}"##;
+    let plan = import_with(text, Options::default(), None).unwrap();
+    assert_eq!(plan.base, "http://old.test:8080");
+    let make = request(&plan, "make");
+    assert_eq!(make.url, "/api/things/5");
+    assert_eq!(body(make), serde_json::json!({"name": "x"}));
+    assert!(make.headers.contains(&("X-Key".into(), "{{ KEY }}".into())));
+}
+
+#[test]
+fn broken_descriptions_say_where() {
+    for (text, place, says) in [
+        ("{\"paths\": {}}", "/", "not an OpenAPI description"),
+        ("openapi: 3.0.0\npaths: {}\n", "/", "no server"),
+        ("openapi: 2.5.0\n", "/openapi", "not supported"),
+        (
+            "openapi: 3.1.0\nservers: [{url: 'http://h'}]\npaths:\n  /a:\n    post:\n      requestBody:\n        $ref: '#/components/requestBodies/Nope'\n",
+            "/paths/~1a/post/requestBody/$ref",
+            "points nowhere",
+        ),
+        (
+            "openapi: 3.1.0\nservers: [{url: 'http://h'}]\npaths:\n  /a:\n    get:\n      parameters: [{$ref: 'other.yaml#/p'}]\n",
+            "/paths/~1a/get/parameters/0/$ref",
+            "another file",
+        ),
+        (
+            "openapi: 3.1.0\nservers: [{url: /v1}]\npaths: {}\n",
+            "/servers/0",
+            "relative",
+        ),
+        (
+            "openapi: 3.1.0\nservers: [{url: 'http://h'}]\npaths:\n  /a/{id}:\n    get: {}\n",
+            "/paths/~1a~1{id}/get",
+            "not declared",
+        ),
+        ("openapi: [1\n", "line 2", "not valid YAML"),
+        (
+            "openapi: 3.1.0\nservers: [{url: 'http://h'}]\npaths:\n  /a:\n    get:\n      security: [{nope: []}]\n",
+            "/paths/~1a/get/security/0",
+            "'nope' is not defined",
+        ),
+    ] {
+        let problem = import_with(text, Options::default(), None).unwrap_err();
+        assert_eq!(problem.place, place, "{text}: {problem}");
+        assert!(problem.message.contains(says), "{text}: {problem}");
+    }
+}
