@@ -25,7 +25,7 @@ pub struct LoggedRequest {
     pub method: String,
     /// The path and, after `?`, the query string, as sent.
     pub target: String,
-    /// The body's first [`MAX_BODY`] bytes.
+    /// The body's first 64 KiB (`MAX_BODY`).
     pub body: Vec<u8>,
 }
 
