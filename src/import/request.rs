@@ -156,8 +156,8 @@ pub fn slug(text: &str) -> String {
     out
 }
 
-/// An environment variable's name from free text: `petstore_auth` is
-/// `PETSTORE_AUTH`, `api-key` is `API_KEY`.
+/// An environment variable's name from free text: `garden_auth` is
+/// `GARDEN_AUTH`, `api-key` is `API_KEY`.
 pub fn env_name(text: &str) -> String {
     let mut out = String::new();
     let mut previous_lower = false;
@@ -230,10 +230,10 @@ mod tests {
         );
         assert_eq!(origin_of("cdn.example.com").unwrap(), "https://cdn.example.com");
         assert_eq!(origin_of("http://a.test:80/x").unwrap(), "http://a.test");
-        let base = Base::parse("https://petstore.test/api/v3/").unwrap();
+        let base = Base::parse("https://greenhouse.test/api/v2/").unwrap();
         assert_eq!(
             (base.origin.as_str(), base.path.as_str()),
-            ("https://petstore.test", "/api/v3")
+            ("https://greenhouse.test", "/api/v2")
         );
     }
 
@@ -280,7 +280,7 @@ mod tests {
         assert_eq!(item_name("GET", "/api/users?page=2"), "GET /api/users");
         assert_eq!(slug("Volley shop: one user!"), "volley-shop-one-user");
         assert_eq!(slug("  "), "");
-        assert_eq!(env_name("petstore_auth"), "PETSTORE_AUTH");
+        assert_eq!(env_name("garden_auth"), "GARDEN_AUTH");
         assert_eq!(env_name("api-key.v2"), "API_KEY_V2");
         assert_eq!(env_name("2fa"), "V_2FA");
         assert_eq!(env_name("bearerAuth"), "BEARER_AUTH");

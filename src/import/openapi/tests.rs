@@ -1,6 +1,6 @@
 use super::*;
 
-const PETSTORE: &str = include_str!("../../../tests/fixtures/import/petstore-3.0.yaml");
+const GREENHOUSE: &str = include_str!("../../../tests/fixtures/import/greenhouse-3.0.yaml");
 const BOOKSHOP: &str = include_str!("../../../tests/fixtures/import/bookshop-3.1.json");
 
 fn import_with(text: &str, openapi: Options, base: Option<&str>) -> Result<Plan, Problem> {
@@ -34,61 +34,69 @@ fn body(request: &Request) -> serde_json::Value {
 }
 
 #[test]
-fn the_petstore_as_a_plan() {
-    let plan = import_with(PETSTORE, Options::default(), None).unwrap();
-    assert_eq!(plan.base, "https://petstore.example");
-    assert_eq!(plan.items.len(), 19);
-    assert_eq!(plan.items[0].name, "updatePet");
-    assert_eq!(plan.items[0].tags, ["pet"]);
-    assert_eq!(plan.items[0].comment.as_deref(), Some("Update an existing pet"));
-    let add = request(&plan, "addPet");
-    assert_eq!((add.method.as_str(), add.url.as_str()), ("POST", "/api/v3/pet"));
+fn a_30_description_as_a_plan() {
+    let plan = import_with(GREENHOUSE, Options::default(), None).unwrap();
+    assert_eq!(plan.base, "https://greenhouse.example");
+    assert_eq!(plan.items.len(), 15);
+    assert_eq!(plan.items[0].name, "listBeds");
+    assert_eq!(plan.items[0].tags, ["beds"]);
     assert_eq!(
-        body(add),
-        serde_json::json!({"id": 10, "name": "doggie", "category": {"id": 1, "name": "Dogs"},
-            "photoUrls": ["string"], "tags": [{"id": 1, "name": "string"}], "status": "available"})
+        plan.items[0].comment.as_deref(),
+        Some("List the beds in one state")
+    );
+    assert_eq!(
+        request(&plan, "listBeds").url,
+        "/api/v2/beds?state=fallow",
+        "the default before the enum's first value"
+    );
+    let plant = request(&plan, "plantBed");
+    assert_eq!(
+        (plant.method.as_str(), plant.url.as_str()),
+        ("POST", "/api/v2/beds")
+    );
+    assert_eq!(
+        body(plant),
+        serde_json::json!({"id": 7, "crop": "basil", "soil": {"id": 2, "kind": "loam"},
+            "rows": ["string"], "sensors": [{"id": 1, "name": "string"}], "state": "growing"})
     );
     assert!(
-        add.headers
-            .contains(&("Authorization".into(), "Bearer {{ PETSTORE_AUTH }}".into()))
+        plant
+            .headers
+            .contains(&("Authorization".into(), "Bearer {{ GARDEN_AUTH }}".into()))
+    );
+    let search = request(&plan, "searchBeds");
+    assert_eq!(search.url, "/api/v2/beds/search?crop=basil&crop=chard");
+    assert!(search.headers.is_empty(), "no security, no header");
+    assert_eq!(
+        request(&plan, "getBed").headers,
+        [("X-Api-Key".to_string(), "{{ API_KEY }}".to_string())],
+        "the first of the alternatives"
     );
     assert_eq!(
-        request(&plan, "findPetsByStatus").url,
-        "/api/v3/pet/findByStatus?status=available"
+        request(&plan, "relabelBed").url,
+        "/api/v2/beds/7",
+        "optional, no example: left out; the path's own parameter"
     );
     assert_eq!(
-        request(&plan, "findPetsByTags").url,
-        "/api/v3/pet/findByTags?tags=tag1&tags=tag2"
+        request(&plan, "dropCalibration").url,
+        "/api/v2/sensors/s-1/calibrations/3"
     );
+    assert_eq!(request(&plan, "signIn").url, "/api/v2/crew/signin?who=ana");
+    assert_eq!(request(&plan, "getSensor").url, "/api/v2/sensors/north%20wall");
+    assert_eq!(request(&plan, "uploadPhoto").body, None);
+    let shift = request(&plan, "bookShift");
     assert_eq!(
-        request(&plan, "getPetById").headers,
-        [("api_key".to_string(), "{{ API_KEY }}".to_string())]
-    );
-    assert_eq!(
-        request(&plan, "updatePetWithForm").url,
-        "/api/v3/pet/10",
-        "optional, no example: left out"
-    );
-    assert_eq!(request(&plan, "deleteOrder").url, "/api/v3/store/order/1");
-    assert_eq!(
-        request(&plan, "loginUser").url,
-        "/api/v3/user/login?username=theUser"
-    );
-    assert_eq!(request(&plan, "getUserByName").url, "/api/v3/user/user%201");
-    assert_eq!(request(&plan, "uploadFile").body, None);
-    let order = request(&plan, "placeOrder");
-    assert_eq!(
-        order.headers,
+        shift.headers,
         [("Content-Type".to_string(), "application/json".to_string())]
     );
-    assert_eq!(body(order)["status"], "approved");
-    assert!(body(request(&plan, "createUsersWithListInput")).is_array());
+    assert_eq!(body(shift)["status"], "confirmed");
+    assert!(body(request(&plan, "recordReadings")).is_array());
     let header = plan.header.join("\n");
     assert!(
-        header.contains("PETSTORE_AUTH") && header.contains("API_KEY"),
+        header.contains("GARDEN_AUTH") && header.contains("API_KEY"),
         "{header}"
     );
-    assert!(header.contains("uploadFile"), "{header}");
+    assert!(header.contains("uploadPhoto"), "{header}");
 }
 
 #[test]
@@ -178,9 +186,9 @@ fn tags_operations_and_base_choose() {
         "--base replaces the server, path and all"
     );
     let plan = import_with(
-        PETSTORE,
+        GREENHOUSE,
         Options {
-            operations: vec!["getInventory".into(), "logoutUser".into()],
+            operations: vec!["sensorSummary".into(), "signOut".into()],
             ..Options::default()
         },
         None,
@@ -188,7 +196,7 @@ fn tags_operations_and_base_choose() {
     .unwrap();
     assert_eq!(plan.items.len(), 2);
     let missing = import_with(
-        PETSTORE,
+        GREENHOUSE,
         Options {
             operations: vec!["nope".into()],
             ..Options::default()
@@ -198,7 +206,7 @@ fn tags_operations_and_base_choose() {
     assert!(missing.unwrap_err().message.contains("--operation nope"));
     assert!(
         import_with(
-            PETSTORE,
+            GREENHOUSE,
             Options {
                 tags: vec!["nope".into()],
                 ..Options::default()
