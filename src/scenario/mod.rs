@@ -9,6 +9,7 @@ pub mod defs;
 pub mod exec;
 pub mod file;
 pub mod list;
+pub mod state;
 pub mod template;
 pub mod yaml;
 
