@@ -144,16 +144,14 @@ pub fn import(input: &Input, options: &All) -> Result<Plan, Problem> {
             if !chosen {
                 continue;
             }
-            operations.push(operation(
-                &spec,
+            let found = Found {
                 path,
                 method,
-                &op,
-                &shared_params,
+                op: &op,
+                shared: &shared_params,
                 tags,
-                &base,
-                &mut notes,
-            )?);
+            };
+            operations.push(operation(&spec, found, &base, &mut notes)?);
         }
     }
     for wanted in &selection.operations {
@@ -295,17 +293,30 @@ struct Parameter<'a> {
     required: bool,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// An operation as the walk over the paths found it.
+struct Found<'f, 'd> {
+    path: &'f str,
+    method: &'f str,
+    op: &'f At<'d>,
+    /// The parameters its path item declares for all its operations.
+    shared: &'f [At<'d>],
+    tags: Vec<String>,
+}
+
+/// The request an operation makes, its parameters and body filled in.
 fn operation(
     spec: &Spec<'_>,
-    path: &str,
-    method: &str,
-    op: &At<'_>,
-    shared: &[At<'_>],
-    tags: Vec<String>,
+    found: Found<'_, '_>,
     base: &Base,
     notes: &mut Notes,
 ) -> Result<Operation, Problem> {
+    let Found {
+        path,
+        method,
+        op,
+        shared,
+        tags,
+    } = found;
     let method_upper = method.to_ascii_uppercase();
     let name = match op.opt_str("operationId")? {
         Some(id) => id.to_string(),
