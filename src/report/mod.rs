@@ -33,6 +33,10 @@ pub const SCHEMA: &str = "volley.report/1";
 /// Above this share of its threads' time the tool itself was the bottleneck.
 pub const SATURATED: f64 = 0.90;
 
+/// Runs shorter than this are too short for their CPU share to say the
+/// tool was the limit.
+const SATURATION_JUDGED_FROM: Duration = Duration::from_millis(200);
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 ///
 /// `P` is the plan: the resolved [`Plan`] while running; a saved report read
@@ -413,7 +417,10 @@ impl ToolCpu {
             sys_s: cpu.sys_s,
             utilisation,
             threads,
-            saturated: utilisation >= SATURATED,
+            // A run of a few milliseconds (a one-iteration plan) is judged
+            // on CPU times counted in scheduler ticks and on its threads'
+            // start, which make any share look high: it is not a busy tool.
+            saturated: utilisation >= SATURATED && elapsed >= SATURATION_JUDGED_FROM,
             peak_rss_bytes: crate::sys::peak_rss_bytes(),
         }
     }
@@ -554,6 +561,21 @@ mod tests {
     use super::*;
     use crate::recorder::Recorder;
     use crate::sample::{ErrorKind, Outcome, Sample};
+
+    #[test]
+    fn only_a_run_long_enough_to_judge_is_called_saturated() {
+        let cpu = |s: f64| crate::sys::CpuTime {
+            user_s: s,
+            sys_s: 0.0,
+        };
+        // 4 ms of CPU in a 1 ms run: thread start and tick rounding.
+        let tiny = ToolCpu::new(cpu(0.004), Duration::from_millis(1), 1);
+        assert!(tiny.utilisation > 1.0 && !tiny.saturated);
+        let busy = ToolCpu::new(cpu(1.9), Duration::from_secs(2), 1);
+        assert!(busy.saturated);
+        let idle = ToolCpu::new(cpu(0.5), Duration::from_secs(2), 1);
+        assert!(!idle.saturated);
+    }
 
     #[test]
     fn distribution_splits_at_thresholds() {
