@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod collector;
+pub mod command;
 pub mod compare;
 pub mod demo;
 pub mod engine;
