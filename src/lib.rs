@@ -12,6 +12,7 @@ pub mod command;
 pub mod compare;
 pub mod demo;
 pub mod engine;
+pub mod error;
 pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -14,14 +14,10 @@ mod serve;
 mod shards;
 
 use crate::cli::{Command, K8sCommand};
+pub use crate::error::Cause;
 use crate::run::Verdict;
-use std::error::Error;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-
-/// What went wrong underneath a [`CommandError`], kept whole so its chain of
-/// causes can be shown.
-pub type Cause = Box<dyn Error + Send + Sync>;
 
 /// How a command that did what it was asked ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,22 +70,10 @@ impl CommandError {
     pub fn line(&self) -> Option<String> {
         match self {
             CommandError::ThresholdsFailed | CommandError::Interrupted(None) => None,
-            CommandError::Interrupted(Some(cause)) => Some(chain(cause.as_ref())),
-            _ => Some(chain(self)),
+            CommandError::Interrupted(Some(cause)) => Some(crate::error::line(cause.as_ref())),
+            _ => Some(crate::error::line(self)),
         }
     }
-}
-
-/// An error and its causes, joined with ": ".
-pub fn chain(error: &(dyn Error + 'static)) -> String {
-    let mut line = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        line.push_str(": ");
-        line.push_str(&next.to_string());
-        cause = next.source();
-    }
-    line
 }
 
 /// Runs one subcommand. `stop` is set by Ctrl-C; commands that send load

@@ -90,9 +90,9 @@ fn judged(failed: bool) -> Result<Outcome, CommandError> {
 fn followed(ended: Result<bool, FollowError>) -> Result<Outcome, CommandError> {
     match ended {
         Ok(failed) => judged(failed),
-        Err(FollowError::Input(e)) => Err(CommandError::usage(e)),
-        Err(FollowError::Failed(e)) => Err(CommandError::failed(e)),
-        Err(FollowError::Interrupted(e)) => Err(CommandError::Interrupted(Some(e.into()))),
+        Err(FollowError::Input(cause)) => Err(CommandError::Usage(cause)),
+        Err(FollowError::Failed(cause)) => Err(CommandError::Failed(cause)),
+        Err(err @ FollowError::Interrupted) => Err(CommandError::Interrupted(Some(err.into()))),
     }
 }
 

@@ -153,8 +153,8 @@ pub fn run(
 ) -> Result<bool, FollowError> {
     // The dashboard's address is taken before anything is applied.
     let names = (0..spec.shards).map(|i| format!("pod {i}")).collect();
-    let mut follow = Follow::start(names, options).map_err(FollowError::Input)?;
-    let dir = tempfile_dir().map_err(FollowError::Failed)?;
+    let mut follow = Follow::start(names, options).map_err(FollowError::input)?;
+    let dir = tempfile_dir().map_err(FollowError::failed)?;
     let inputs = apply(spec, program, &dir).and_then(|()| {
         eprintln!(
             "applied job/{} ({} shards, starting at {})",
@@ -189,12 +189,12 @@ pub fn run(
 fn apply(spec: &JobSpec, program: &str, dir: &std::path::Path) -> Result<(), FollowError> {
     let manifest = dir.join("manifests.yaml");
     std::fs::write(&manifest, super::to_json(spec))
-        .map_err(|e| FollowError::Failed(format!("cannot write the manifests: {e}")))?;
+        .map_err(|e| FollowError::failed(format!("cannot write the manifests: {e}")))?;
     if let Some(credentials) = &spec.credentials {
         let secret = credentials.secret.to_string();
-        kubectl_fed(program, &["apply", "-f", "-"], Some(secret.as_bytes())).map_err(FollowError::Failed)?;
+        kubectl_fed(program, &["apply", "-f", "-"], Some(secret.as_bytes())).map_err(FollowError::failed)?;
     }
-    kubectl(program, &["apply", "-f", manifest.to_str().unwrap_or_default()]).map_err(FollowError::Failed)?;
+    kubectl(program, &["apply", "-f", manifest.to_str().unwrap_or_default()]).map_err(FollowError::failed)?;
     Ok(())
 }
 
@@ -243,7 +243,7 @@ fn collect(
                                 if let Some(w) = watched.get_mut(&index) {
                                     w.delivered += 1;
                                 }
-                                follow.line(index as usize, line).map_err(FollowError::Input)?;
+                                follow.line(index as usize, line).map_err(FollowError::input)?;
                             }
                             Message::Exited(index) => exited(&mut watched, follow, index),
                         }
@@ -252,14 +252,14 @@ fn collect(
                 }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
             }
-            follow.update().map_err(FollowError::Input)?;
+            follow.update().map_err(FollowError::input)?;
             if Instant::now() >= next_poll {
                 next_poll = Instant::now() + POLL;
                 let states = pod_states(
                     &kubectl(program, &["get", "pods", "-l", &selector, "-o", "json"])
-                        .map_err(FollowError::Failed)?,
+                        .map_err(FollowError::failed)?,
                 )
-                .map_err(FollowError::Failed)?;
+                .map_err(FollowError::failed)?;
                 for (index, state) in &states {
                     let Some(w) = watched.get_mut(index) else { continue };
                     if let PodState::Ended(end) = state {
@@ -275,7 +275,7 @@ fn collect(
                     if started && w.follower.is_none() && !w.read_whole {
                         let follower =
                             Follower::start(program, state.name(), *index, w.delivered, tx.clone())
-                                .map_err(FollowError::Failed)?;
+                                .map_err(FollowError::failed)?;
                         w.follower = Some(follower);
                     }
                 }
@@ -285,16 +285,14 @@ fn collect(
                 }
             }
             if stop.load(Ordering::Relaxed) {
-                return Err(FollowError::Interrupted(
-                    "interrupted: the shards had not all finished; nothing was merged".to_string(),
-                ));
+                return Err(FollowError::Interrupted);
             }
             if Instant::now() >= deadline {
                 let missing: Vec<String> = (0..spec.shards)
                     .filter(|i| !ends.contains_key(i))
                     .map(|i| i.to_string())
                     .collect();
-                return Err(FollowError::Failed(format!(
+                return Err(FollowError::failed(format!(
                     "shard{} {} did not finish within {} (see kubectl describe job/{})",
                     if missing.len() > 1 { "s" } else { "" },
                     missing.join(", "),
@@ -318,18 +316,18 @@ fn collect(
                     .map(str::to_string)
             })
             .unwrap_or_default();
-        return Err(FollowError::Failed(format!(
+        return Err(FollowError::failed(format!(
             "shard {index} (pod {pod}) failed: {reason}: {last_line}"
         )));
     }
     let mut inputs = Vec::with_capacity(ends.len());
     for (index, pod) in &ends {
-        let log = kubectl(program, &["logs", pod]).map_err(FollowError::Failed)?;
+        let log = kubectl(program, &["logs", pod]).map_err(FollowError::failed)?;
         let text = report_in_log(&log).ok_or_else(|| {
-            FollowError::Failed(format!("shard {index} (pod {pod}) printed no JSON report"))
+            FollowError::failed(format!("shard {index} (pod {pod}) printed no JSON report"))
         })?;
         let name = format!("shard {index} (pod {pod})");
-        let report = SavedReport::parse(&name, text).map_err(|e| FollowError::Failed(e.to_string()))?;
+        let report = SavedReport::parse(&name, text).map_err(FollowError::failed)?;
         inputs.push(Input { name, report });
     }
     Ok(inputs)
