@@ -26,14 +26,32 @@ const POLL: Duration = Duration::from_secs(1);
 /// How often the live view is brought up to date between the pods' lines.
 const TICK: Duration = Duration::from_millis(100);
 
+/// Why kubectl could not tell what was asked of it.
+#[derive(Debug, thiserror::Error)]
+pub enum KubectlError {
+    #[error("cannot run '{0}' (install kubectl or give --kubectl PATH)")]
+    Spawn(String, #[source] std::io::Error),
+    #[error("cannot run '{0}'")]
+    Wait(String, #[source] std::io::Error),
+    /// The verb and the last line kubectl wrote on stderr.
+    #[error("kubectl {0} failed: {1}")]
+    Failed(String, String),
+    #[error("kubectl get pods printed no JSON list")]
+    Listing(#[source] serde_json::Error),
+    #[error("cannot write the manifests")]
+    Manifests(#[source] std::io::Error),
+    #[error("cannot create '{0}'")]
+    Scratch(String, #[source] std::io::Error),
+}
+
 /// One kubectl invocation's stdout, or a one-line error with its stderr.
-fn kubectl(program: &str, args: &[&str]) -> Result<String, String> {
+fn kubectl(program: &str, args: &[&str]) -> Result<String, KubectlError> {
     kubectl_fed(program, args, None)
 }
 
 /// [`kubectl`] with `input` written to its stdin: how a Secret is applied,
 /// so that it never touches the disk or a command line.
-fn kubectl_fed(program: &str, args: &[&str], input: Option<&[u8]>) -> Result<String, String> {
+fn kubectl_fed(program: &str, args: &[&str], input: Option<&[u8]>) -> Result<String, KubectlError> {
     use std::io::Write as _;
     use std::process::Stdio;
     let mut child = Command::new(program)
@@ -46,20 +64,19 @@ fn kubectl_fed(program: &str, args: &[&str], input: Option<&[u8]>) -> Result<Str
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run '{program}': {e} (install kubectl or give --kubectl PATH)"))?;
+        .map_err(|e| KubectlError::Spawn(program.to_string(), e))?;
     if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
         // A kubectl that exits early reports why below.
         let _ = stdin.write_all(input);
     }
     let out = child
         .wait_with_output()
-        .map_err(|e| format!("cannot run '{program}': {e}"))?;
+        .map_err(|e| KubectlError::Wait(program.to_string(), e))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!(
-            "kubectl {} failed: {}",
-            args.first().unwrap_or(&""),
-            err.lines().last().unwrap_or("no message").trim()
+        return Err(KubectlError::Failed(
+            args.first().unwrap_or(&"").to_string(),
+            err.lines().last().unwrap_or("no message").trim().to_string(),
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -92,9 +109,8 @@ impl PodState {
 }
 
 /// The pods by completion index.
-fn pod_states(listing: &str) -> Result<BTreeMap<u32, PodState>, String> {
-    let value: Value =
-        serde_json::from_str(listing).map_err(|e| format!("kubectl get pods printed no JSON list: {e}"))?;
+fn pod_states(listing: &str) -> Result<BTreeMap<u32, PodState>, KubectlError> {
+    let value: Value = serde_json::from_str(listing).map_err(KubectlError::Listing)?;
     let mut states = BTreeMap::new();
     for pod in value["items"].as_array().into_iter().flatten() {
         let name = pod["metadata"]["name"].as_str().unwrap_or("?").to_string();
@@ -189,7 +205,7 @@ pub fn run(
 fn apply(spec: &JobSpec, program: &str, dir: &std::path::Path) -> Result<(), FollowError> {
     let manifest = dir.join("manifests.yaml");
     std::fs::write(&manifest, super::to_json(spec))
-        .map_err(|e| FollowError::failed(format!("cannot write the manifests: {e}")))?;
+        .map_err(|e| FollowError::failed(KubectlError::Manifests(e)))?;
     if let Some(credentials) = &spec.credentials {
         let secret = credentials.secret.to_string();
         kubectl_fed(program, &["apply", "-f", "-"], Some(secret.as_bytes())).map_err(FollowError::failed)?;
@@ -359,9 +375,9 @@ fn exited(watched: &mut BTreeMap<u32, Watched>, follow: &mut Follow, index: u32)
 }
 
 /// A private scratch directory for the manifests.
-fn tempfile_dir() -> Result<std::path::PathBuf, String> {
+fn tempfile_dir() -> Result<std::path::PathBuf, KubectlError> {
     let dir = std::env::temp_dir().join(format!("volley-k8s-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create '{}': {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| KubectlError::Scratch(dir.display().to_string(), e))?;
     Ok(dir)
 }
 
