@@ -41,6 +41,8 @@ pub enum EngineError {
     Setup(String),
     #[error("worker failed: {0}")]
     Worker(String),
+    #[error(transparent)]
+    Protocol(#[from] protocol::ProtocolError),
 }
 
 /// Closed (connections) or open (arrival rate) load, as the workers need it.
@@ -298,7 +300,7 @@ pub fn run(
     stop: Arc<AtomicBool>,
     observer: &mut dyn Observer,
 ) -> Result<RunResult, EngineError> {
-    let settled = protocol::settle(plan, target).map_err(EngineError::Setup)?;
+    let settled = protocol::settle(plan, target)?;
     // The run's one request, encoded once for the protocol it speaks.
     let asked = &plan.request;
     let fields = Fields::of(&asked.headers);

@@ -40,6 +40,8 @@ use thiserror::Error;
 pub enum PlanError {
     #[error(transparent)]
     Target(#[from] TargetError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     #[error("{0}")]
     Invalid(String),
 }

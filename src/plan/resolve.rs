@@ -41,7 +41,7 @@ impl RunSpec {
                 body
             }
         };
-        let tls = crate::tls::TlsOptions::load(&transport.tls).map_err(invalid)?;
+        let tls = crate::tls::TlsOptions::load(&transport.tls)?;
         if let Some(pid) = watch.monitor_pid {
             crate::monitor::ProcSampler::new(pid).map_err(|e| invalid(format!("--monitor-pid: {e}")))?;
         }

@@ -286,7 +286,7 @@ impl RunSpec {
                 "--pipeline needs keep-alive connections: drop --no-keepalive",
             ));
         }
-        let tls = TlsFlags::from_args(args).map_err(invalid)?;
+        let tls = TlsFlags::from_args(args)?;
         if let Some(flag) = tls.https_only_flag()
             && !targets.iter().any(|t| t.tls)
         {
