@@ -211,7 +211,7 @@ pub fn spawn_target(plan: &mut Plan) -> Result<Option<crate::monitor::Spawned>, 
         return Ok(None);
     };
     let addr = plan.request.targets[0].addrs[0];
-    let spawned = crate::monitor::Spawned::start(command, addr, SPAWN_WAIT).map_err(EngineError::Setup)?;
+    let spawned = crate::monitor::Spawned::start(command, addr, SPAWN_WAIT)?;
     plan.watch.monitor_pid = Some(spawned.pid());
     Ok(Some(spawned))
 }

@@ -43,6 +43,8 @@ pub enum EngineError {
     Worker(String),
     #[error(transparent)]
     Protocol(#[from] protocol::ProtocolError),
+    #[error(transparent)]
+    Monitor(#[from] crate::monitor::MonitorError),
 }
 
 /// Closed (connections) or open (arrival rate) load, as the workers need it.
@@ -380,8 +382,7 @@ pub fn run(
         shared.model.profile(plan.load.connections),
     );
     collector.open_model = shared.open_model;
-    collector.monitor =
-        Some(crate::monitor::Monitor::new(plan.watch.monitor_pid).map_err(EngineError::Setup)?);
+    collector.monitor = Some(crate::monitor::Monitor::new(plan.watch.monitor_pid)?);
     let warmups = if plan.stop.warmup.is_some() { threads } else { 0 };
     let collecting = Collecting {
         rx,

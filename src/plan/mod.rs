@@ -42,6 +42,8 @@ pub enum PlanError {
     Target(#[from] TargetError),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error("--monitor-pid")]
+    MonitorPid(#[source] crate::monitor::MonitorError),
     #[error("{0}")]
     Invalid(String),
 }

@@ -43,7 +43,7 @@ impl RunSpec {
         };
         let tls = crate::tls::TlsOptions::load(&transport.tls)?;
         if let Some(pid) = watch.monitor_pid {
-            crate::monitor::ProcSampler::new(pid).map_err(|e| invalid(format!("--monitor-pid: {e}")))?;
+            crate::monitor::ProcSampler::new(pid).map_err(PlanError::MonitorPid)?;
         }
         let plan = Plan {
             request: Request {
