@@ -45,6 +45,8 @@ pub enum EngineError {
     Protocol(#[from] protocol::ProtocolError),
     #[error(transparent)]
     Monitor(#[from] crate::monitor::MonitorError),
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
 }
 
 /// Closed (connections) or open (arrival rate) load, as the workers need it.

@@ -71,7 +71,7 @@ pub struct Follow {
 
 impl Follow {
     /// A live merge of the streams named `names` (one per shard).
-    pub fn start(names: Vec<String>, options: &Options) -> Result<Follow, String> {
+    pub fn start(names: Vec<String>, options: &Options) -> Result<Follow, crate::sink::SinkError> {
         let count = names.len();
         let text = !options.output.json;
         let mut views = Views::start(text, std::io::stdout().is_terminal(), options.dashboard)?;

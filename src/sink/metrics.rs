@@ -233,7 +233,10 @@ pub struct Metrics {
 
 impl Metrics {
     /// Starts the outputs' threads and binds the endpoint; says where.
-    pub fn start(spec: &MetricsSpec, priority: crate::sys::ThreadPriority) -> Result<Metrics, String> {
+    pub fn start(
+        spec: &MetricsSpec,
+        priority: crate::sys::ThreadPriority,
+    ) -> Result<Metrics, super::SinkError> {
         let mut deliveries = Vec::new();
         for (kind, url) in &spec.outputs {
             let wire: Box<dyn Wire> = match kind {

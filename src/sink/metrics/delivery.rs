@@ -108,7 +108,7 @@ impl Delivery {
         url: url::Url,
         wire: Box<dyn Wire>,
         priority: crate::sys::ThreadPriority,
-    ) -> Result<Delivery, String> {
+    ) -> Result<Delivery, crate::sink::SinkError> {
         let (queue, batches) = sync_channel(QUEUE);
         let shared = Arc::new(Shared {
             tally: Mutex::new(Tally::default()),
@@ -127,7 +127,10 @@ impl Delivery {
                 priority.apply();
                 worker.run(batches)
             })
-            .map_err(|e| format!("{name} output: cannot start its thread: {e}"))?;
+            .map_err(|source| crate::sink::SinkError::Thread {
+                label: format!("{name} output"),
+                source,
+            })?;
         Ok(Delivery {
             queue: Some(queue),
             shared,
