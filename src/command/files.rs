@@ -7,7 +7,7 @@ use clap::CommandFactory;
 
 /// `volley report`: a saved report as an HTML page.
 pub fn report(args: &ReportArgs) -> Result<Outcome, CommandError> {
-    let report = crate::compare::read_report(&args.report).map_err(CommandError::usage)?;
+    let report = crate::report::SavedReport::load(&args.report).map_err(CommandError::usage)?;
     std::fs::write(&args.html, crate::report::html::render(&report))
         .map_err(|e| CommandError::failed(format!("cannot write '{}': {e}", args.html.display())))?;
     Ok(Outcome::Written)
@@ -16,12 +16,11 @@ pub fn report(args: &ReportArgs) -> Result<Outcome, CommandError> {
 /// `volley compare`: a threshold failure when a `--fail-if` rule is broken
 /// by a significant change.
 pub fn compare(args: &CompareArgs) -> Result<Outcome, CommandError> {
-    use crate::compare::{CompareError, command};
-    match command(args) {
+    match crate::compare::command(args) {
         Ok(true) => Ok(Outcome::Completed),
         Ok(false) => Err(CommandError::ThresholdsFailed),
-        Err(CompareError::Usage(e)) => Err(CommandError::usage(e)),
-        Err(CompareError::Write(e)) => Err(CommandError::failed(e)),
+        Err(err) if err.is_usage() => Err(CommandError::usage(err)),
+        Err(err) => Err(CommandError::failed(err)),
     }
 }
 
