@@ -1,7 +1,7 @@
 //! The commands that send nothing and write files or text: `report`,
 //! `compare`, `import`, `completions` and `man`.
 
-use super::{CommandError, Outcome};
+use super::{CommandError, Outcome, Problem};
 use crate::cli::{Cli, CompareArgs, CompletionsArgs, ImportArgs, ManArgs, ReportArgs};
 use clap::CommandFactory;
 
@@ -9,7 +9,7 @@ use clap::CommandFactory;
 pub fn report(args: &ReportArgs) -> Result<Outcome, CommandError> {
     let report = crate::report::SavedReport::load(&args.report).map_err(CommandError::usage)?;
     std::fs::write(&args.html, crate::report::html::render(&report))
-        .map_err(|e| CommandError::failed(format!("cannot write '{}': {e}", args.html.display())))?;
+        .map_err(|e| CommandError::failed(Problem::Write(args.html.display().to_string(), e)))?;
     Ok(Outcome::Written)
 }
 
@@ -59,11 +59,6 @@ pub fn completions(args: &CompletionsArgs) -> Result<Outcome, CommandError> {
 pub fn man(args: &ManArgs) -> Result<Outcome, CommandError> {
     std::fs::create_dir_all(&args.dir)
         .and_then(|()| clap_mangen::generate_to(Cli::command(), &args.dir))
-        .map_err(|e| {
-            CommandError::failed(format!(
-                "cannot write the man pages into '{}': {e}",
-                args.dir.display()
-            ))
-        })?;
+        .map_err(|e| CommandError::failed(Problem::ManPages(args.dir.display().to_string(), e)))?;
     Ok(Outcome::Written)
 }

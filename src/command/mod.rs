@@ -53,6 +53,18 @@ pub enum CommandError {
     Interrupted(#[source] Option<Cause>),
 }
 
+/// What the commands find wrong themselves; the modules they call have
+/// errors of their own.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    #[error("cannot write '{0}'")]
+    Write(String, #[source] std::io::Error),
+    #[error("cannot write the man pages into '{0}'")]
+    ManPages(String, #[source] std::io::Error),
+    #[error("--dashboard, --grace and --gone-after watch shards live: give them with --follow")]
+    LiveWithoutFollow,
+}
+
 impl CommandError {
     /// A usage error from any cause.
     pub fn usage(cause: impl Into<Cause>) -> CommandError {

@@ -1,7 +1,7 @@
 //! `volley merge` (and its live `--follow`) and `volley k8s`: the commands
 //! that join shards' results into one report.
 
-use super::{CommandError, Outcome};
+use super::{CommandError, Outcome, Problem};
 use crate::cli::{K8sManifestArgs, K8sRunArgs, LiveMergeArgs, ManifestFormat, MergeArgs};
 use crate::follow::FollowError;
 use crate::plan::parse_duration;
@@ -16,9 +16,7 @@ pub fn merge(args: &MergeArgs, stop: &AtomicBool) -> Result<Outcome, CommandErro
         return merge_follow(args, stop);
     }
     if args.live.dashboard.is_some() || args.live.gone_after.is_some() || args.live.grace != "2s" {
-        return Err(CommandError::usage(
-            "--dashboard, --grace and --gone-after watch shards live: give them with --follow",
-        ));
+        return Err(CommandError::usage(Problem::LiveWithoutFollow));
     }
     let mut inputs = Vec::with_capacity(args.reports.len());
     for path in &args.reports {
