@@ -282,7 +282,7 @@ impl Board {
                 if k < board.next {
                     // Shown already (as partial): it still counts in the totals.
                     let hist = histogram_of(&part.row)?;
-                    board.total += &part.snapshot(hist).map_err(BoardError::Interval)?;
+                    board.total += &part.snapshot(hist)?;
                 } else {
                     let pending = board.pending.entry(k).or_insert_with(|| Pending {
                         parts: (0..slots).map(|_| None).collect(),
@@ -529,9 +529,7 @@ impl Board {
         }
         board.last_t = row.t_s;
         board.next = k + 1;
-        let interval = merged_counters(&parts, row.clone())
-            .snapshot(hist)
-            .map_err(BoardError::Interval)?;
+        let interval = merged_counters(&parts, row.clone()).snapshot(hist)?;
         board.total += &interval;
         Ok(Shown {
             run,
@@ -617,7 +615,7 @@ fn histogram_of(row: &SeriesRow) -> Result<hdrhistogram::Histogram<u64>, BoardEr
         .as_ref()
         .ok_or(BoardError::NoHistogram)?
         .histogram()
-        .map_err(BoardError::Interval)
+        .map_err(BoardError::Histogram)
 }
 
 /// A stream that does not belong to the run being followed, or a line that
@@ -649,9 +647,11 @@ pub enum BoardError {
     Count { count: u32, given: u32 },
     #[error("an interval line without its histogram")]
     NoHistogram,
-    /// The decoder's message for an interval's histogram or counters.
+    /// The decoder's message for an interval's histogram.
     #[error("{0}")]
-    Interval(String),
+    Histogram(String),
+    #[error(transparent)]
+    Counters(#[from] crate::report::stream::CounterError),
     #[error(transparent)]
     Merge(#[from] crate::merge::Mismatch),
 }

@@ -154,6 +154,15 @@ impl Line {
     }
 }
 
+/// An interval line's counter that this volley cannot place.
+#[derive(Debug, thiserror::Error)]
+pub enum CounterError {
+    #[error("an unknown error kind '{0}'")]
+    Kind(String),
+    #[error("an invalid status '{0}'")]
+    Status(String),
+}
+
 impl IntervalLine {
     /// The interval as the collector finished it: its row (and its steps'
     /// rows) and its snapshot.
@@ -190,7 +199,7 @@ impl IntervalLine {
     /// The counters of the interval as a snapshot, its latency histogram
     /// given (decoded from the row by whoever merges it); the service and
     /// failure times, which the row does not carry, stay empty.
-    pub fn snapshot(&self, latency: hdrhistogram::Histogram<u64>) -> Result<Snapshot, String> {
+    pub fn snapshot(&self, latency: hdrhistogram::Histogram<u64>) -> Result<Snapshot, CounterError> {
         let mut snap = Snapshot {
             requests: self.row.requests,
             ok: self.ok,
@@ -201,7 +210,7 @@ impl IntervalLine {
             let kind = ErrorKind::ALL
                 .iter()
                 .find(|k| k.name() == name)
-                .ok_or_else(|| format!("an unknown error kind '{name}'"))?;
+                .ok_or_else(|| CounterError::Kind(name.clone()))?;
             snap.errors[*kind as usize] = *n;
         }
         for (code, n) in &self.status {
@@ -209,7 +218,7 @@ impl IntervalLine {
                 .parse::<usize>()
                 .ok()
                 .filter(|c| *c < snap.status.len())
-                .ok_or_else(|| format!("an invalid status '{code}'"))?;
+                .ok_or_else(|| CounterError::Status(code.clone()))?;
             snap.status[slot] = *n;
         }
         if !latency.is_empty() {
