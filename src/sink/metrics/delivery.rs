@@ -46,9 +46,16 @@ pub enum Failure {
     Status(u16, String),
 }
 
+/// Why a batch could not be encoded for its wire.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("cannot compress a remote-write batch")]
+    Compress(#[source] snap::Error),
+}
+
 /// A wire format: turns batches into posts and may adapt to a refusal.
 pub trait Wire: Send + 'static {
-    fn encode(&self, batch: &Batch) -> Result<Post, String>;
+    fn encode(&self, batch: &Batch) -> Result<Post, EncodeError>;
     /// A refusal the format can work around (e.g. native histograms turned
     /// off): adapt and return true to resend the batch at once.
     fn adapt(&mut self, _status: u16, _body: &str) -> bool {
@@ -216,7 +223,7 @@ impl Worker {
                     Err(failure) => failure,
                 },
                 Err(e) => {
-                    self.warn(&e);
+                    self.warn(&crate::error::line(&e));
                     return false;
                 }
             };
