@@ -41,6 +41,8 @@ pub enum PlanError {
     #[error(transparent)]
     Target(#[from] TargetError),
     #[error(transparent)]
+    ConnectTo(#[from] crate::target::ConnectToError),
+    #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
     #[error("--monitor-pid")]
     MonitorPid(#[source] crate::monitor::MonitorError),

@@ -23,8 +23,7 @@ impl RunSpec {
             .connect_to
             .as_deref()
             .map(crate::target::resolve_connect_to)
-            .transpose()
-            .map_err(invalid)?;
+            .transpose()?;
         let mut targets = request.targets;
         for target in &mut targets {
             match &connect_to {
