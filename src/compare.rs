@@ -32,6 +32,7 @@ pub struct FailIf {
     pub text: String,
 }
 
+// A leaf parser: its message is the value.
 pub fn parse_fail_if(text: &str) -> Result<FailIf, String> {
     let bad = || format!("invalid --fail-if '{text}': use e.g. p99>+10%, rps<-5%, mean>+20%");
     let t = text.trim();

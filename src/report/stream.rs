@@ -142,6 +142,7 @@ impl Line {
 
     /// Reads one line of text: `None` when it is not a stream line (other
     /// text in a log), else the line or why it cannot be read.
+    // A leaf parser: its message is the value.
     pub fn parse(text: &str) -> Option<Result<Line, String>> {
         let rest = text.trim_end().strip_prefix(PREFIX)?;
         let version = rest.split('"').next().unwrap_or("");
