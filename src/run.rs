@@ -79,7 +79,7 @@ impl Session {
             priority: crate::sys::ThreadPriority::for_model(plan.load.rate.is_some()),
             ..output.sinks.clone()
         };
-        let sinks = Sinks::start(&spec, plan)?;
+        let sinks = Sinks::start(&spec, plan).map_err(|e| EngineError::Sink(e.into()))?;
         // Each connection is a descriptor; leave room for the rest of the process.
         crate::sys::ensure_open_files(peak_connections as u64 + 64)?;
         let report = Report::new(plan.clone(), SystemTime::now());

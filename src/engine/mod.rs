@@ -64,8 +64,10 @@ pub enum EngineError {
     Protocol(#[from] protocol::ProtocolError),
     #[error(transparent)]
     Monitor(#[from] crate::monitor::MonitorError),
+    /// A sink that could not start, its error kept whole (boxed: the
+    /// sinks sit above the engine and observe it).
     #[error(transparent)]
-    Sink(#[from] crate::sink::SinkError),
+    Sink(crate::error::Cause),
 }
 
 /// Closed (connections) or open (arrival rate) load, as the workers need it.

@@ -401,10 +401,10 @@ mod tests {
         assert_eq!(spec.request.body, BodySource::File(body.clone()));
         assert!(spec.request.targets[0].addrs.is_empty());
         // ...each is found by resolve, in turn.
-        let err = spec.clone().resolve().unwrap_err().to_string();
+        let err = crate::error::line(&spec.clone().resolve().unwrap_err());
         assert!(err.starts_with("cannot read --body-file"), "{err}");
         std::fs::write(&body, "{}").unwrap();
-        let err = spec.resolve().unwrap_err().to_string();
+        let err = crate::error::line(&spec.resolve().unwrap_err());
         assert!(err.starts_with("--monitor-pid:"), "{err}");
         let plan = RunSpec::from_args(&run_args(&["http://localhost:1/", "--body-file", body_flag]))
             .unwrap()
