@@ -15,11 +15,10 @@
 
 use crate::collector::SeriesRow;
 pub use crate::report::verdicts::Row;
-use crate::report::{Latency, RunReport, SavedReport};
+use crate::report::{Latency, LoadError, RunReport, SavedReport};
 use crate::slo::{Comparison, PercentSign, parse_percent, split_comparison};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::fmt::Write as _;
-use std::path::Path;
 
 /// Below this p-value a change is called significant.
 pub const ALPHA: f64 = 0.05;
@@ -33,6 +32,7 @@ pub struct FailIf {
     pub text: String,
 }
 
+// A leaf parser: its message is the value.
 pub fn parse_fail_if(text: &str) -> Result<FailIf, String> {
     let bad = || format!("invalid --fail-if '{text}': use e.g. p99>+10%, rps<-5%, mean>+20%");
     let t = text.trim();
@@ -154,7 +154,7 @@ type LatencyFigure = fn(&Latency) -> f64;
 
 /// Compares one run of each report; changes smaller than `noise_pct`
 /// percent are never significant.
-pub fn compare_runs(a: &RunReport, b: &RunReport, noise_pct: f64) -> Result<Vec<Row>, String> {
+pub fn compare_runs(a: &RunReport, b: &RunReport, noise_pct: f64) -> Vec<Row> {
     let (sa, sb) = (&a.summary, &b.summary);
     let mut rows = Vec::new();
     let mut push = |metric, va: f64, vb: f64, p_value: Option<f64>, tested: bool, worse_up: bool| {
@@ -239,12 +239,7 @@ pub fn compare_runs(a: &RunReport, b: &RunReport, noise_pct: f64) -> Result<Vec<
             true,
         );
     }
-    Ok(rows)
-}
-
-/// Reads a saved report into its types (one line naming the file if not).
-pub fn read_report(path: &Path) -> Result<SavedReport, String> {
-    SavedReport::load(path).map_err(|e| e.to_string())
+    rows
 }
 
 /// Whether a row breaks a `--fail-if` rule: the change passes the limit in
@@ -298,46 +293,52 @@ pub fn render(url_a: &str, url_b: &str, rows: &[Row]) -> String {
 }
 
 /// Why `volley compare` could not answer.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    /// A bad flag or an unreadable report (the usage exit code).
-    Usage(String),
+    /// The `--fail-if` parser's message.
+    #[error("{0}")]
+    FailIf(String),
+    #[error("invalid --noise '{0}': use e.g. 2%")]
+    Noise(String),
+    #[error(transparent)]
+    Report(#[from] LoadError),
+    #[error("a report has no runs to compare")]
+    NoRuns,
     /// The HTML page could not be written.
-    Write(String),
+    #[error("cannot write '{0}'")]
+    Write(String, #[source] std::io::Error),
+}
+
+impl CompareError {
+    /// A bad flag or an unreadable report, as opposed to a page that could
+    /// not be written.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, CompareError::Write(..))
+    }
 }
 
 /// `volley compare`: prints each run pair's table (and writes `--html`);
 /// false when a `--fail-if` rule is broken by a significant change.
 pub fn command(args: &crate::cli::CompareArgs) -> Result<bool, CompareError> {
-    use CompareError::{Usage, Write};
-    let rules = match args
+    let rules = args
         .fail_if
         .iter()
         .map(|r| parse_fail_if(r))
         .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(rules) => rules,
-        Err(e) => return Err(Usage(e)),
-    };
+        .map_err(CompareError::FailIf)?;
     let noise = match parse_percent(&args.noise, PercentSign::Optional) {
         Some(n) if n >= 0.0 => n,
-        _ => return Err(Usage(format!("invalid --noise '{}': use e.g. 2%", args.noise))),
+        _ => return Err(CompareError::Noise(args.noise.clone())),
     };
-    let (a, b) = match (read_report(&args.a), read_report(&args.b)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(e), _) | (_, Err(e)) => return Err(Usage(e)),
-    };
+    let (a, b) = (SavedReport::load(&args.a)?, SavedReport::load(&args.b)?);
     let (runs_a, runs_b) = (&a.runs, &b.runs);
     if runs_a.is_empty() || runs_b.is_empty() {
-        return Err(Usage("a report has no runs to compare".into()));
+        return Err(CompareError::NoRuns);
     }
     let mut broken = Vec::new();
     let mut compared = Vec::new();
     for (ra, rb) in runs_a.iter().zip(runs_b.iter()) {
-        let rows = match compare_runs(ra, rb, noise) {
-            Ok(rows) => rows,
-            Err(e) => return Err(Usage(e)),
-        };
+        let rows = compare_runs(ra, rb, noise);
         print!("{}", render(&ra.url, &rb.url, &rows));
         for rule in &rules {
             if let Some(row) = rows.iter().find(|r| breaks(r, rule)) {
@@ -358,9 +359,7 @@ pub fn command(args: &crate::cli::CompareArgs) -> Result<bool, CompareError> {
             .collect();
         let names = [args.a.display().to_string(), args.b.display().to_string()];
         let page = crate::report::html::render_compare(&a, &b, [&names[0], &names[1]], &pairs);
-        if let Err(e) = std::fs::write(path, page) {
-            return Err(Write(format!("cannot write '{}': {e}", path.display())));
-        }
+        std::fs::write(path, page).map_err(|e| CompareError::Write(path.display().to_string(), e))?;
     }
     if runs_a.len() != runs_b.len() {
         println!(

@@ -7,18 +7,32 @@ use crate::plan::Plan;
 use crate::report::text::thousands;
 use crate::run::{Output, Verdict, execute};
 use crate::server::{ServerOptions, spawn};
-use anyhow::{Context, Result};
 use clap::Parser;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+/// Why the demo could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("cannot start the embedded server")]
+    Server(#[source] std::io::Error),
+    /// `--duration` as the run's `-d` refused it.
+    #[error(transparent)]
+    Args(#[from] clap::Error),
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    #[error(transparent)]
+    Run(#[from] crate::engine::EngineError),
+}
+
 /// Runs the demo; `duration` is per URL (e.g. "2s").
-pub fn run(duration: &str, stop: Arc<AtomicBool>) -> Result<Verdict> {
+pub fn run(duration: &str, stop: Arc<AtomicBool>) -> Result<Verdict, DemoError> {
     let server = spawn(ServerOptions {
-        addr: "127.0.0.1:0".parse()?,
+        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         ..Default::default()
     })
-    .context("cannot start the embedded server")?;
+    .map_err(DemoError::Server)?;
     let base = format!("http://{}", server.addr());
     println!("volley demo: embedded target on {base} (fast /hi, 10 ms /sleep/10, 16 KiB /bytes/16384)\n");
     let urls = [

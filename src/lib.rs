@@ -8,9 +8,11 @@
 
 pub mod cli;
 pub mod collector;
+pub mod command;
 pub mod compare;
 pub mod demo;
 pub mod engine;
+pub mod error;
 pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;

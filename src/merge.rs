@@ -17,62 +17,118 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// Why reports could not be merged: they are not the shards of one run, or
+/// the merged report could not be judged or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("volley merge needs at least one report")]
+    NoReports,
+    #[error("'{0}' is not the report of a shard (run it with --shard I/N)")]
+    NotAShard(String),
+    #[error(
+        "'{name}' ran a different plan than '{first}' (plan hash {hash} vs {first_hash}): merge only the shards of one run"
+    )]
+    OtherPlan {
+        name: String,
+        first: String,
+        hash: String,
+        first_hash: String,
+    },
+    #[error("shard {index}/{count} is given twice ('{first}' and '{second}'): give each shard once")]
+    Twice {
+        index: u32,
+        count: u32,
+        first: String,
+        second: String,
+    },
+    #[error(
+        "shard{s} {list} of {count} missing: give every shard's report, or --partial to merge without {them}",
+        s = if missing.len() > 1 { "s" } else { "" },
+        list = join(missing),
+        them = if missing.len() > 1 { "them" } else { "it" }
+    )]
+    Missing { missing: Vec<u32>, count: u32 },
+    #[error(
+        "'{name}' has {runs} runs and '{first}' {first_runs}: a shard stopped early; merge complete shards"
+    )]
+    StoppedEarly {
+        name: String,
+        runs: usize,
+        first: String,
+        first_runs: usize,
+    },
+    /// A run's parts do not add up; `name` is the first shard's report.
+    #[error("{mismatch} ('{name}')")]
+    Run { mismatch: Mismatch, name: String },
+    /// The criterion parser's message.
+    #[error("--threshold: {0}")]
+    Threshold(String),
+    #[error(transparent)]
+    Save(#[from] crate::engine::EngineError),
+}
+
+/// How the shards' runs differ where they must not.
+#[derive(Debug, thiserror::Error)]
+pub enum Mismatch {
+    #[error("the shards loaded different URLs: {0} and {1}")]
+    Urls(String, String),
+    #[error("the shards' plan steps differ at '{0}'")]
+    Steps(String),
+    #[error("a series row has no histogram (a report from before volley 0.1's merge support)")]
+    NoHistogram,
+    #[error("{0}")]
+    Histogram(String),
+}
+
 /// One report given to the merge, with the name it is shown by.
 pub struct Input {
     pub name: String,
     pub report: SavedReport,
 }
 
-fn shard_of(input: &Input) -> Result<Shard, String> {
-    serde_json::from_value(input.report.plan["shard"].clone()).map_err(|_| {
-        format!(
-            "'{}' is not the report of a shard (run it with --shard I/N)",
-            input.name
-        )
-    })
+fn shard_of(input: &Input) -> Result<Shard, MergeError> {
+    serde_json::from_value(input.report.plan["shard"].clone())
+        .map_err(|_| MergeError::NotAShard(input.name.clone()))
 }
 
 /// Checks that the inputs are the shards of one plan, each once; returns
 /// their shards (in input order), N and the missing indexes.
-fn check_set(inputs: &[Input], partial: bool) -> Result<(Vec<Shard>, u32, Vec<u32>), String> {
-    let first = inputs.first().ok_or("volley merge needs at least one report")?;
+fn check_set(inputs: &[Input], partial: bool) -> Result<(Vec<Shard>, u32, Vec<u32>), MergeError> {
+    let first = inputs.first().ok_or(MergeError::NoReports)?;
     let shards = inputs.iter().map(shard_of).collect::<Result<Vec<_>, _>>()?;
     let count = shards[0].count;
     let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
     for (input, shard) in inputs.iter().zip(&shards) {
         if input.report.plan_hash != first.report.plan_hash || shard.count != count {
-            return Err(format!(
-                "'{}' ran a different plan than '{}' (plan hash {} vs {}): merge only the shards of one run",
-                input.name,
-                first.name,
-                input.report.plan_hash.as_deref().unwrap_or("none"),
-                first.report.plan_hash.as_deref().unwrap_or("none"),
-            ));
+            let hash = |r: &SavedReport| r.plan_hash.as_deref().unwrap_or("none").to_string();
+            return Err(MergeError::OtherPlan {
+                name: input.name.clone(),
+                first: first.name.clone(),
+                hash: hash(&input.report),
+                first_hash: hash(&first.report),
+            });
         }
         if let Some(other) = seen.insert(shard.index, &input.name) {
-            return Err(format!(
-                "shard {}/{count} is given twice ('{other}' and '{}'): give each shard once",
-                shard.index, input.name
-            ));
+            return Err(MergeError::Twice {
+                index: shard.index,
+                count,
+                first: other.to_string(),
+                second: input.name.clone(),
+            });
         }
     }
     let missing: Vec<u32> = (0..count).filter(|i| !seen.contains_key(i)).collect();
     if !missing.is_empty() && !partial {
-        return Err(format!(
-            "shard{} {} of {count} missing: give every shard's report, or --partial to merge without {}",
-            if missing.len() > 1 { "s" } else { "" },
-            join(&missing),
-            if missing.len() > 1 { "them" } else { "it" }
-        ));
+        return Err(MergeError::Missing { missing, count });
     }
     let runs = first.report.runs.len();
     if let Some(odd) = inputs.iter().find(|i| i.report.runs.len() != runs) {
-        return Err(format!(
-            "'{}' has {} runs and '{}' {runs}: a shard stopped early; merge complete shards",
-            odd.name,
-            odd.report.runs.len(),
-            first.name
-        ));
+        return Err(MergeError::StoppedEarly {
+            name: odd.name.clone(),
+            runs: odd.report.runs.len(),
+            first: first.name.clone(),
+            first_runs: runs,
+        });
     }
     Ok((shards, count, missing))
 }
@@ -82,14 +138,17 @@ fn join(list: &[u32]) -> String {
 }
 
 /// Merges the reports of one sharded run.
-pub fn merge(inputs: &[Input], partial: bool) -> Result<SavedReport, String> {
+pub fn merge(inputs: &[Input], partial: bool) -> Result<SavedReport, MergeError> {
     let (shards, count, missing) = check_set(inputs, partial)?;
     let reports: Vec<&SavedReport> = inputs.iter().map(|i| &i.report).collect();
     let first = reports[0];
     let mut runs = Vec::with_capacity(first.runs.len());
     for r in 0..first.runs.len() {
         let parts: Vec<&RunReport> = reports.iter().map(|rep| &rep.runs[r]).collect();
-        runs.push(merge_run(&parts).map_err(|e| format!("{e} ('{}')", inputs[0].name))?);
+        runs.push(merge_run(&parts).map_err(|mismatch| MergeError::Run {
+            mismatch,
+            name: inputs[0].name.clone(),
+        })?);
     }
     let mut merged_shards: Vec<MergedShard> = reports
         .iter()
@@ -298,7 +357,7 @@ fn merge_summary(parts: &[&Summary], hists: [&Histogram<u64>; 3]) -> Summary {
 }
 
 /// Sums interval k of every shard into interval k.
-fn merge_series(parts: &[&[SeriesRow]]) -> Result<Vec<SeriesRow>, String> {
+fn merge_series(parts: &[&[SeriesRow]]) -> Result<Vec<SeriesRow>, Mismatch> {
     let len = parts.iter().map(|s| s.len()).max().unwrap_or(0);
     let mut merged: Vec<SeriesRow> = Vec::with_capacity(len);
     for k in 0..len {
@@ -318,12 +377,13 @@ fn merge_series(parts: &[&[SeriesRow]]) -> Result<Vec<SeriesRow>, String> {
 /// first). Returns the summed histogram too, for whoever keeps totals: the
 /// live merge of `volley merge --follow` shows what this gives, so its rows
 /// are the merged report's.
-pub fn merge_interval(rows: &[&SeriesRow], start_s: f64) -> Result<(SeriesRow, Histogram<u64>), String> {
+pub fn merge_interval(rows: &[&SeriesRow], start_s: f64) -> Result<(SeriesRow, Histogram<u64>), Mismatch> {
     let hists = rows
         .iter()
         .map(|r| r.histogram.as_ref().map(IntervalHistogram::histogram))
         .collect::<Option<Result<Vec<_>, _>>>()
-        .ok_or("a series row has no histogram (a report from before volley 0.1's merge support)")??;
+        .ok_or(Mismatch::NoHistogram)?
+        .map_err(Mismatch::Histogram)?;
     let hist = sum_histograms(hists.iter());
     let t_s = rows.iter().map(|r| r.t_s).fold(0.0, f64::max);
     let requests: u64 = rows.iter().map(|r| r.requests).sum();
@@ -360,13 +420,10 @@ pub fn merge_interval(rows: &[&SeriesRow], start_s: f64) -> Result<(SeriesRow, H
     Ok((row, hist))
 }
 
-fn merge_run(parts: &[&RunReport]) -> Result<RunReport, String> {
+fn merge_run(parts: &[&RunReport]) -> Result<RunReport, Mismatch> {
     let first = parts[0];
     if let Some(odd) = parts.iter().find(|p| p.url != first.url) {
-        return Err(format!(
-            "the shards loaded different URLs: {} and {}",
-            first.url, odd.url
-        ));
+        return Err(Mismatch::Urls(first.url.clone(), odd.url.clone()));
     }
     let latency = sum_histograms(parts.iter().map(|p| &p.histogram.0));
     let optional = |f: fn(&RunReport) -> Option<&EncodedHistogram>| {
@@ -425,17 +482,18 @@ fn merge_run(parts: &[&RunReport]) -> Result<RunReport, String> {
 
 /// A scenario step: its latency from its series' summed histograms (no
 /// service or failure histogram is kept per step, so those stay empty).
-fn merge_step(parts: &[&RunReport], i: usize, name: &str) -> Result<StepStats, String> {
+fn merge_step(parts: &[&RunReport], i: usize, name: &str) -> Result<StepStats, Mismatch> {
     let steps: Vec<&StepStats> = parts
         .iter()
         .map(|p| p.steps.get(i).filter(|s| s.name == name))
         .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| format!("the shards' plan steps differ at '{name}'"))?;
+        .ok_or_else(|| Mismatch::Steps(name.to_string()))?;
     let series = merge_series(&steps.iter().map(|s| s.series.as_slice()).collect::<Vec<_>>())?;
     let rows = series
         .iter()
         .filter_map(|r| r.histogram.as_ref().map(IntervalHistogram::histogram))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Mismatch::Histogram)?;
     let latency = sum_histograms(rows.iter());
     let empty = crate::recorder::new_latency_histogram();
     let summaries: Vec<&Summary> = steps.iter().map(|s| &s.summary).collect();
@@ -496,7 +554,7 @@ pub struct Output {
 /// Checks the plan's and the given thresholds on the merged report, prints
 /// it, writes the files, as a run finishes ([`crate::run::judge`],
 /// [`crate::run::save`]); returns whether a threshold failed.
-pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String> {
+pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, MergeError> {
     let texts = merged.plan["thresholds"]
         .as_array()
         .into_iter()
@@ -504,7 +562,7 @@ pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String>
         .filter_map(|c| c.as_str().map(str::to_string))
         .chain(output.thresholds.iter().cloned());
     let criteria = texts
-        .map(|t| crate::slo::parse_criterion(&t).map_err(|e| format!("--threshold: {e}")))
+        .map(|t| crate::slo::parse_criterion(&t).map_err(MergeError::Threshold))
         .collect::<Result<Vec<_>, _>>()?;
     let text = !output.json;
     if text {
@@ -526,6 +584,6 @@ pub fn finish(merged: &mut SavedReport, output: &Output) -> Result<bool, String>
         detail: crate::report::text::Detail::Normal,
         sinks: Default::default(),
     };
-    crate::run::save(merged, &files).map_err(|e| e.to_string())?;
+    crate::run::save(merged, &files)?;
     Ok(merged.thresholds.iter().any(|t| !t.passed))
 }

@@ -36,14 +36,32 @@ fn parse_stat(text: &str) -> Option<(u64, u64, u64)> {
     Some((get(14)? + get(15)?, get(20)?, get(24)?))
 }
 
+/// Why a process cannot be watched, or `--spawn`'s target did not come up.
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    #[error("watching a process needs Linux's /proc")]
+    NoProc,
+    #[error("no process with PID {0} to watch (has it exited?)")]
+    NoProcess(u32),
+    #[error("--spawn: cannot start '{0}'")]
+    Spawn(String, #[source] std::io::Error),
+    #[error("--spawn: '{command}' exited ({status}) before {addr} answered")]
+    Exited {
+        command: String,
+        status: std::process::ExitStatus,
+        addr: std::net::SocketAddr,
+    },
+    #[error("--spawn: nothing answered on {addr} within {secs}s")]
+    NoAnswer { addr: std::net::SocketAddr, secs: u64 },
+}
+
 impl ProcSampler {
     /// Checks that the process exists.
-    pub fn new(pid: u32) -> Result<ProcSampler, String> {
+    pub fn new(pid: u32) -> Result<ProcSampler, MonitorError> {
         if !cfg!(target_os = "linux") {
-            return Err("watching a process needs Linux's /proc".to_string());
+            return Err(MonitorError::NoProc);
         }
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_err(|_| format!("no process with PID {pid} to watch (has it exited?)"))?;
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|_| MonitorError::NoProcess(pid))?;
         // SAFETY: sysconf only reads system constants.
         let (ticks, page) = unsafe {
             (
@@ -145,7 +163,7 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    pub fn new(target_pid: Option<u32>) -> Result<Monitor, String> {
+    pub fn new(target_pid: Option<u32>) -> Result<Monitor, MonitorError> {
         let mut target = target_pid.map(ProcSampler::new).transpose()?;
         let target_before = target.as_mut().and_then(ProcSampler::sample);
         Ok(Monitor {
@@ -188,6 +206,7 @@ mod tests {
         assert!(
             ProcSampler::new(u32::MAX - 1)
                 .unwrap_err()
+                .to_string()
                 .contains("no process with PID")
         );
     }
@@ -231,7 +250,7 @@ impl Spawned {
         command: &str,
         addr: std::net::SocketAddr,
         wait: std::time::Duration,
-    ) -> Result<Spawned, String> {
+    ) -> Result<Spawned, MonitorError> {
         use std::process::{Command, Stdio};
         // `exec` so the PID watched is the target's, not the shell's.
         let child = Command::new("sh")
@@ -240,23 +259,25 @@ impl Spawned {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
-            .map_err(|e| format!("--spawn: cannot start '{command}': {e}"))?;
+            .map_err(|e| MonitorError::Spawn(command.to_string(), e))?;
         let mut spawned = Spawned { child };
         let deadline = Instant::now() + wait;
         loop {
             if let Ok(Some(status)) = spawned.child.try_wait() {
-                return Err(format!(
-                    "--spawn: '{command}' exited ({status}) before {addr} answered"
-                ));
+                return Err(MonitorError::Exited {
+                    command: command.to_string(),
+                    status,
+                    addr,
+                });
             }
             if std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).is_ok() {
                 return Ok(spawned);
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "--spawn: nothing answered on {addr} within {}s",
-                    wait.as_secs()
-                ));
+                return Err(MonitorError::NoAnswer {
+                    addr,
+                    secs: wait.as_secs(),
+                });
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }

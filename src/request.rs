@@ -221,6 +221,8 @@ impl Overrides {
 /// `Content-Length` equal to the body's length is fine (it replaces
 /// volley's own); `Transfer-Encoding` never is: volley sends every body with
 /// its length. The error says what to drop.
+// A leaf parser: its message is the value (a plan file's reader puts it
+// beside the field's place).
 pub fn check_framing(name: &str, value: Option<&str>, body: Option<&[u8]>) -> Result<(), String> {
     if name.eq_ignore_ascii_case("transfer-encoding") {
         return Err(format!(

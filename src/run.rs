@@ -79,9 +79,9 @@ impl Session {
             priority: crate::sys::ThreadPriority::for_model(plan.load.rate.is_some()),
             ..output.sinks.clone()
         };
-        let sinks = Sinks::start(&spec, plan).map_err(EngineError::Setup)?;
+        let sinks = Sinks::start(&spec, plan).map_err(|e| EngineError::Sink(e.into()))?;
         // Each connection is a descriptor; leave room for the rest of the process.
-        crate::sys::ensure_open_files(peak_connections as u64 + 64).map_err(EngineError::Setup)?;
+        crate::sys::ensure_open_files(peak_connections as u64 + 64)?;
         let report = Report::new(plan.clone(), SystemTime::now());
         Ok(Session {
             spawned,
@@ -211,7 +211,7 @@ pub fn spawn_target(plan: &mut Plan) -> Result<Option<crate::monitor::Spawned>, 
         return Ok(None);
     };
     let addr = plan.request.targets[0].addrs[0];
-    let spawned = crate::monitor::Spawned::start(command, addr, SPAWN_WAIT).map_err(EngineError::Setup)?;
+    let spawned = crate::monitor::Spawned::start(command, addr, SPAWN_WAIT)?;
     plan.watch.monitor_pid = Some(spawned.pid());
     Ok(Some(spawned))
 }
@@ -255,18 +255,20 @@ pub fn judge<P>(report: &mut Report<P>, criteria: &[crate::slo::Criterion], text
 /// the HTML report; the same for a run's report and a merged one.
 pub fn save<P: serde::Serialize>(report: &Report<P>, output: &Output) -> Result<(), EngineError> {
     if let Some(path) = &output.file {
-        std::fs::write(path, report.to_json() + "\n")
-            .map_err(|e| EngineError::Setup(format!("cannot write report to '{}': {e}", path.display())))?;
+        std::fs::write(path, report.to_json() + "\n").map_err(|source| EngineError::Save {
+            what: "report",
+            path: path.display().to_string(),
+            source,
+        })?;
     }
     if output.json_stdout {
         println!("{}", report.to_json());
     }
     if let Some(path) = &output.html {
-        std::fs::write(path, crate::report::html::render(report)).map_err(|e| {
-            EngineError::Setup(format!(
-                "cannot write the HTML report to '{}': {e}",
-                path.display()
-            ))
+        std::fs::write(path, crate::report::html::render(report)).map_err(|source| EngineError::Save {
+            what: "the HTML report",
+            path: path.display().to_string(),
+            source,
         })?;
     }
     Ok(())
@@ -278,9 +280,7 @@ pub fn wait_for_start(
     start_at: &crate::plan::shard::StartAt,
     stop: &AtomicBool,
 ) -> Result<crate::report::StartInfo, EngineError> {
-    start_at
-        .check_not_late(SystemTime::now())
-        .map_err(EngineError::Setup)?;
+    start_at.check_not_late(SystemTime::now())?;
     let tty = std::io::stderr().is_terminal();
     let mut last_shown = None;
     loop {
@@ -289,9 +289,7 @@ pub fn wait_for_start(
             break;
         };
         if stop.load(Ordering::Relaxed) {
-            return Err(EngineError::Setup(
-                "interrupted before the planned start".to_string(),
-            ));
+            return Err(EngineError::InterruptedBeforeStart);
         }
         let secs = left.as_secs();
         if last_shown != Some(secs) && (tty || last_shown.is_none()) {

@@ -65,6 +65,35 @@ pub trait Sink: Observer {
     fn finished(&mut self, _report: &mut Report) {}
 }
 
+/// Why a sink could not start: nothing was sent yet.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// The address of `--dashboard` or `--metrics-addr` cannot be served;
+    /// `hint` says what to give instead.
+    #[error("cannot serve {served} on {addr} ({hint})")]
+    Bind {
+        served: &'static str,
+        addr: std::net::SocketAddr,
+        hint: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bound socket would not say its address.
+    #[error("{0}")]
+    Address(&'static str, #[source] std::io::Error),
+    #[error("{0}: cannot start its runtime")]
+    Runtime(&'static str, #[source] std::io::Error),
+    /// `label` names whose thread it is.
+    #[error("{label}: cannot start its thread")]
+    Thread {
+        label: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write the stream to {0}")]
+    StreamFile(String, #[source] std::io::Error),
+}
+
 /// The sinks of one invocation.
 #[derive(Default)]
 pub struct Sinks {
@@ -75,7 +104,7 @@ pub struct Sinks {
 
 impl Sinks {
     /// Starts the sinks the command line asked for, for the runs of `plan`.
-    pub fn start(spec: &SinkSpec, plan: &Plan) -> Result<Sinks, String> {
+    pub fn start(spec: &SinkSpec, plan: &Plan) -> Result<Sinks, SinkError> {
         let mut sinks = Sinks::default();
         if let Some(addr) = spec.dashboard {
             sinks.push(Box::new(dashboard::Dashboard::start(addr, spec.priority)?));

@@ -81,6 +81,7 @@ pub fn parse_percent(text: &str, sign: PercentSign) -> Option<f64> {
 }
 
 /// Parses one criterion.
+// A leaf parser: its message is the value.
 pub fn parse_criterion(text: &str) -> Result<Criterion, String> {
     let bad =
         || format!("invalid criterion '{text}': use e.g. p99<500ms, mean<100ms, max<2s, errors<1%, rps>5000");

@@ -172,9 +172,25 @@ fn rusage_peak_rss_bytes() -> u64 {
     usage.ru_maxrss.max(0) as u64 * 1024
 }
 
+/// Why a run cannot have the open files it needs.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenFilesError {
+    #[error(
+        "{needed} open files are needed but the hard limit is {hard}: raise it (ulimit -Hn) or use fewer connections"
+    )]
+    HardLimit { needed: u64, hard: u64 },
+    #[error("{needed} open files are needed but the limit is {soft} and could not be raised")]
+    NotRaised {
+        needed: u64,
+        soft: u64,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Raises the soft open-files limit to fit `needed` descriptors, up to the
 /// hard limit. Errors in one line when even the hard limit is too low.
-pub fn ensure_open_files(needed: u64) -> Result<(), String> {
+pub fn ensure_open_files(needed: u64) -> Result<(), OpenFilesError> {
     // SAFETY: getrlimit/setrlimit read and write the struct we pass.
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -188,10 +204,10 @@ pub fn ensure_open_files(needed: u64) -> Result<(), String> {
         return Ok(());
     }
     if limit.rlim_max < needed as libc::rlim_t {
-        return Err(format!(
-            "{needed} open files are needed but the hard limit is {}: raise it (ulimit -Hn) or use fewer connections",
-            limit.rlim_max
-        ));
+        return Err(OpenFilesError::HardLimit {
+            needed,
+            hard: limit.rlim_max,
+        });
     }
     let raised = libc::rlimit {
         rlim_cur: limit.rlim_max,
@@ -199,10 +215,11 @@ pub fn ensure_open_files(needed: u64) -> Result<(), String> {
     };
     // SAFETY: `raised` is a valid rlimit; setrlimit only reads it.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        return Err(format!(
-            "{needed} open files are needed but the limit is {} and could not be raised",
-            limit.rlim_cur
-        ));
+        return Err(OpenFilesError::NotRaised {
+            needed,
+            soft: limit.rlim_cur,
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }

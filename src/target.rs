@@ -193,21 +193,34 @@ impl Target {
     }
 }
 
+/// Why `--connect-to` gives no address to connect to.
+#[derive(Debug, Error)]
+pub enum ConnectToError {
+    /// The parser's message.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cannot resolve --connect-to host '{0}'")]
+    Resolve(String, #[source] std::io::Error),
+    #[error("cannot resolve --connect-to host '{0}': no addresses")]
+    NoAddresses(String),
+}
+
 /// `--connect-to HOST:PORT` (`[::1]:8443` for IPv6): the addresses to
 /// connect to instead of the URL's, resolved once before the run.
-pub fn resolve_connect_to(text: &str) -> Result<Vec<SocketAddr>, String> {
-    let (host, port) = parse_connect_to(text)?;
+pub fn resolve_connect_to(text: &str) -> Result<Vec<SocketAddr>, ConnectToError> {
+    let (host, port) = parse_connect_to(text).map_err(ConnectToError::Invalid)?;
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve --connect-to host '{host}': {e}"))?
+        .map_err(|e| ConnectToError::Resolve(host.to_string(), e))?
         .collect();
     if addrs.is_empty() {
-        return Err(format!("cannot resolve --connect-to host '{host}': no addresses"));
+        return Err(ConnectToError::NoAddresses(host.to_string()));
     }
     Ok(addrs)
 }
 
 /// Checks `--connect-to HOST:PORT` without resolving it: its host and port.
+// A leaf parser: its message is the value.
 pub fn parse_connect_to(text: &str) -> Result<(&str, u16), String> {
     let usage = || format!("invalid --connect-to '{text}': use HOST:PORT, e.g. 127.0.0.1:8443");
     let (host, port) = text.rsplit_once(':').ok_or_else(usage)?;
@@ -324,7 +337,7 @@ mod tests {
             "127.0.0.1:http",
             "::1",
         ] {
-            let err = resolve_connect_to(bad).unwrap_err();
+            let err = resolve_connect_to(bad).unwrap_err().to_string();
             assert!(err.contains("use HOST:PORT"), "{bad}: {err}");
         }
     }

@@ -51,6 +51,62 @@ pub struct TlsOptions {
     pub resume: bool,
 }
 
+/// Why the TLS flags or the files they name cannot be used; files are
+/// named with the flag that gave them.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("--cert needs --key: the client certificate's private key (PEM)")]
+    CertWithoutKey,
+    #[error("--key needs --cert: the client certificate (PEM) it belongs to")]
+    KeyWithoutCert,
+    #[error("invalid --sni '{0}': not a DNS name or an IP address")]
+    Sni(String),
+    #[error("cannot read {flag} '{path}'")]
+    Read {
+        flag: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{flag} '{path}' is not valid PEM")]
+    Pem {
+        flag: &'static str,
+        path: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("{flag} '{path}' holds no PEM certificate (-----BEGIN CERTIFICATE-----)")]
+    NoCertificate { flag: &'static str, path: String },
+    #[error("--cacert '{path}': certificate {number} is not a usable CA certificate")]
+    CaCertificate {
+        path: String,
+        number: usize,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("--key '{0}' holds no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1)")]
+    NoKey(String),
+    #[error("--key '{key}' is not the private key of --cert '{cert}'")]
+    KeyMismatch { key: String, cert: String },
+    #[error("cannot use --cert '{cert}' with --key '{key}'")]
+    Identity {
+        cert: String,
+        key: String,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("TLS setup failed")]
+    Setup(#[source] rustls::Error),
+    #[error("TLS setup failed")]
+    Verifier(#[source] rustls::client::VerifierBuilderError),
+    #[error("invalid TLS server name '{0}'")]
+    ServerName(String, #[source] rustls::pki_types::InvalidDnsNameError),
+    #[error(
+        "no system root certificates found to verify TLS; install ca-certificates, pass --cacert FILE or --insecure"
+    )]
+    NoRoots,
+}
+
 /// The TLS flags of a run, checked but not yet read: the files are only
 /// named here; [`TlsOptions::load`] reads them (the plan's resolve step).
 #[derive(Clone, Debug)]
@@ -65,16 +121,12 @@ pub struct TlsFlags {
 
 impl TlsFlags {
     /// Checks the TLS flags without touching a file; every error is one line.
-    pub fn from_args(args: &RunArgs) -> Result<TlsFlags, String> {
+    pub fn from_args(args: &RunArgs) -> Result<TlsFlags, TlsError> {
         let identity = match (&args.cert, &args.key) {
             (None, None) => None,
             (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
-            (Some(_), None) => {
-                return Err("--cert needs --key: the client certificate's private key (PEM)".to_string());
-            }
-            (None, Some(_)) => {
-                return Err("--key needs --cert: the client certificate (PEM) it belongs to".to_string());
-            }
+            (Some(_), None) => return Err(TlsError::CertWithoutKey),
+            (None, Some(_)) => return Err(TlsError::KeyWithoutCert),
         };
         let sni = args
             .sni
@@ -82,7 +134,7 @@ impl TlsFlags {
             .map(|name| {
                 ServerName::try_from(name.clone())
                     .map(|server_name| (name.clone(), server_name))
-                    .map_err(|_| format!("invalid --sni '{name}': not a DNS name or an IP address"))
+                    .map_err(|_| TlsError::Sni(name.clone()))
             })
             .transpose()?;
         Ok(TlsFlags {
@@ -108,18 +160,16 @@ impl TlsFlags {
 
 impl TlsOptions {
     /// Reads and checks the files the flags name; every error is one line.
-    pub fn load(flags: &TlsFlags) -> Result<TlsOptions, String> {
+    pub fn load(flags: &TlsFlags) -> Result<TlsOptions, TlsError> {
         let mut extra_roots = RootCertStore::empty();
         let mut pinned = Vec::new();
         if let Some(path) = &flags.cacert {
             for (i, cert) in read_certificates("--cacert", path)?.into_iter().enumerate() {
                 pinned.push(cert.clone());
-                extra_roots.add(cert).map_err(|e| {
-                    format!(
-                        "--cacert '{}': certificate {} is not a usable CA certificate: {e}",
-                        path.display(),
-                        i + 1
-                    )
+                extra_roots.add(cert).map_err(|source| TlsError::CaCertificate {
+                    path: path.display().to_string(),
+                    number: i + 1,
+                    source,
                 })?;
             }
         }
@@ -144,21 +194,27 @@ impl TlsOptions {
 }
 
 /// Reads a file a flag names.
-fn read_file(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {flag} '{}': {e}", path.display()))
+fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        flag,
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// Every certificate in a PEM file (at least one).
-fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+fn read_certificates(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read_file(flag, path)?;
+    let shown = path.display().to_string();
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{flag} '{}' is not valid PEM: {e}", path.display()))?;
+        .map_err(|source| TlsError::Pem {
+            flag,
+            path: shown.clone(),
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(format!(
-            "{flag} '{}' holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-            path.display()
-        ));
+        return Err(TlsError::NoCertificate { flag, path: shown });
     }
     Ok(certs)
 }
@@ -166,27 +222,21 @@ fn read_certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'stat
 /// `--cert` and `--key`: the chain (leaf first) and a PKCS#8, PKCS#1 or
 /// SEC1 key, checked to belong together now rather than failing every
 /// handshake later.
-fn client_identity(cert: &Path, key: &Path) -> Result<CertifiedKey, String> {
+fn client_identity(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     let chain = read_certificates("--cert", cert)?;
     let pem = read_file("--key", key)?;
-    let der = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| match e {
-        rustls::pki_types::pem::Error::NoItemsFound => format!(
-            "--key '{}' holds no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1)",
-            key.display()
-        ),
-        e => format!("--key '{}' is not valid PEM: {e}", key.display()),
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let der = PrivateKeyDer::from_pem_slice(&pem).map_err(|source| match source {
+        rustls::pki_types::pem::Error::NoItemsFound => TlsError::NoKey(key.clone()),
+        source => TlsError::Pem {
+            flag: "--key",
+            path: key.clone(),
+            source,
+        },
     })?;
-    CertifiedKey::from_der(chain, der, &provider()).map_err(|e| match e {
-        rustls::Error::InconsistentKeys(_) => format!(
-            "--key '{}' is not the private key of --cert '{}'",
-            key.display(),
-            cert.display()
-        ),
-        e => format!(
-            "cannot use --cert '{}' with --key '{}': {e}",
-            cert.display(),
-            key.display()
-        ),
+    CertifiedKey::from_der(chain, der, &provider()).map_err(|source| match source {
+        rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch { key, cert },
+        source => TlsError::Identity { cert, key, source },
     })
 }
 
@@ -207,11 +257,11 @@ impl TlsSetup {
     /// unless `insecure`, and offers the client certificate when asked.
     /// `alpn` lists the protocols offered, most preferred first (the
     /// protocol layer above knows what it speaks; this module does not).
-    pub fn new(target: &Target, options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsSetup, String> {
+    pub fn new(target: &Target, options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsSetup, TlsError> {
         let provider = provider();
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS setup failed: {e}"))?;
+            .map_err(TlsError::Setup)?;
         let builder = if options.insecure {
             builder
                 .dangerous()
@@ -224,7 +274,7 @@ impl TlsSetup {
                 provider,
             )
             .build()
-            .map_err(|e| format!("TLS setup failed: {e}"))?;
+            .map_err(TlsError::Verifier)?;
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(pinned::PinnedOrVerified {
@@ -249,7 +299,7 @@ impl TlsSetup {
         let server_name = match &options.server_name {
             Some(name) => name.clone(),
             None => ServerName::try_from(target.host.clone())
-                .map_err(|e| format!("invalid TLS server name '{}': {e}", target.host))?,
+                .map_err(|e| TlsError::ServerName(target.host.clone(), e))?,
         };
         Ok(TlsSetup {
             connector: TlsConnector::from(Arc::new(config)),
@@ -277,15 +327,12 @@ impl TlsSetup {
 /// The system's roots plus `--cacert`'s. Without `--cacert` a system with
 /// no roots could verify nothing, which is an error; with it, the given CA
 /// may be all the trust the run needs (a bare container, a private CA).
-fn trust_roots(options: &TlsOptions) -> Result<RootCertStore, String> {
+fn trust_roots(options: &TlsOptions) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
     let (added, _) = roots.add_parsable_certificates(found.certs);
     if added == 0 && options.extra_roots.is_empty() {
-        return Err(
-            "no system root certificates found to verify TLS; install ca-certificates, pass --cacert FILE or --insecure"
-                .to_string(),
-        );
+        return Err(TlsError::NoRoots);
     }
     roots.roots.extend(options.extra_roots.roots.iter().cloned());
     Ok(roots)
@@ -308,7 +355,9 @@ mod tests {
                 client_identity(&fixture(&format!("{name}.pem")), &fixture(&format!("{name}.key")));
             assert!(identity.is_ok(), "{name}: {:?}", identity.err());
         }
-        let mismatch = client_identity(&fixture("sec1.pem"), &fixture("pkcs1.key")).unwrap_err();
+        let mismatch = client_identity(&fixture("sec1.pem"), &fixture("pkcs1.key"))
+            .unwrap_err()
+            .to_string();
         assert!(
             mismatch.contains("is not the private key of --cert"),
             "{mismatch}"

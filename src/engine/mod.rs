@@ -37,10 +37,37 @@ use worker::WorkerSpec;
 /// Why a run could not happen at all (as opposed to requests failing).
 #[derive(Debug, Error)]
 pub enum EngineError {
-    #[error("{0}")]
-    Setup(String),
+    /// A worker, or the collecting thread, failed mid-run: its message.
     #[error("worker failed: {0}")]
     Worker(String),
+    /// The encoder's message.
+    #[error("the request cannot be sent over HTTP/2: {0}")]
+    Http2Request(String),
+    /// `0` names the thread.
+    #[error("cannot start {0}")]
+    Thread(&'static str, #[source] std::io::Error),
+    /// `what` is the report or its HTML page.
+    #[error("cannot write {what} to '{path}'")]
+    Save {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("interrupted before the planned start")]
+    InterruptedBeforeStart,
+    #[error(transparent)]
+    OpenFiles(#[from] crate::sys::OpenFilesError),
+    #[error(transparent)]
+    LateStart(#[from] crate::plan::shard::LateStart),
+    #[error(transparent)]
+    Protocol(#[from] protocol::ProtocolError),
+    #[error(transparent)]
+    Monitor(#[from] crate::monitor::MonitorError),
+    /// A sink that could not start, its error kept whole (boxed: the
+    /// sinks sit above the engine and observe it).
+    #[error(transparent)]
+    Sink(crate::error::Cause),
 }
 
 /// Closed (connections) or open (arrival rate) load, as the workers need it.
@@ -298,7 +325,7 @@ pub fn run(
     stop: Arc<AtomicBool>,
     observer: &mut dyn Observer,
 ) -> Result<RunResult, EngineError> {
-    let settled = protocol::settle(plan, target).map_err(EngineError::Setup)?;
+    let settled = protocol::settle(plan, target)?;
     // The run's one request, encoded once for the protocol it speaks.
     let asked = &plan.request;
     let fields = Fields::of(&asked.headers);
@@ -307,9 +334,9 @@ pub fn run(
     let neutral = Request::to(target, &asked.method, path, &fields, overrides, &asked.body);
     let request = RequestBytes::encode(&neutral, plan.transport.keepalive);
     let h2_request = match settled.protocol {
-        Protocol::Http2 => Some(H2Request::new(&neutral).map_err(|e| {
-            EngineError::Setup(format!("the request cannot be sent over HTTP/2: {}", e.message()))
-        })?),
+        Protocol::Http2 => {
+            Some(H2Request::new(&neutral).map_err(|e| EngineError::Http2Request(e.message()))?)
+        }
         Protocol::Http1 => None,
     };
     let threads = plan.load.threads;
@@ -367,7 +394,7 @@ pub fn run(
         let handle = std::thread::Builder::new()
             .name(format!("volley-worker-{id}"))
             .spawn(move || worker::run(spec, shared, tx, spares))
-            .map_err(|e| EngineError::Setup(format!("cannot start worker thread: {e}")))?;
+            .map_err(|e| EngineError::Thread("worker thread", e))?;
         handles.push(handle);
     }
     drop(tx);
@@ -378,8 +405,7 @@ pub fn run(
         shared.model.profile(plan.load.connections),
     );
     collector.open_model = shared.open_model;
-    collector.monitor =
-        Some(crate::monitor::Monitor::new(plan.watch.monitor_pid).map_err(EngineError::Setup)?);
+    collector.monitor = Some(crate::monitor::Monitor::new(plan.watch.monitor_pid)?);
     let warmups = if plan.stop.warmup.is_some() { threads } else { 0 };
     let collecting = Collecting {
         rx,
@@ -418,7 +444,7 @@ pub fn run(
             shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
             handles.into_iter().for_each(|handle| drop(handle.join()));
             return Err(match not_collected {
-                Err(err) => EngineError::Setup(format!("cannot start the collecting thread: {err}")),
+                Err(err) => EngineError::Thread("the collecting thread", err),
                 _ => EngineError::Worker("the collecting thread panicked".to_string()),
             });
         }

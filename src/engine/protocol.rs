@@ -31,7 +31,23 @@ pub struct Settled {
 const ALPN_HTTP1: &[u8] = b"http/1.1";
 const ALPN_H2: &[u8] = b"h2";
 
-pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
+/// Why the run cannot speak the protocol asked of it.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("cannot start a runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The target's origin and why the probe failed.
+    #[error("--streams needs HTTP/2, but the probe connection to {0} failed: {1}")]
+    ProbeFailed(String, String),
+    #[error("--streams needs HTTP/2, but {0} chose HTTP/1.1 in the TLS handshake")]
+    ChoseHttp1(String),
+    #[error("--streams needs HTTP/2: add --http2 (h2c on http URLs)")]
+    NeedsHttp2,
+}
+
+pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, ProtocolError> {
     // Built once (it reads the system's roots); the run's own offers only
     // the protocol settled on.
     let offering_both = match target.tls {
@@ -49,15 +65,9 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
     };
     if protocol == Protocol::Http1 && plan.transport.streams > 1 {
         return Err(match (plan.transport.http, target.tls, probe_failed) {
-            (HttpVersion::Auto, true, Some(why)) => format!(
-                "--streams needs HTTP/2, but the probe connection to {} failed: {why}",
-                target.origin
-            ),
-            (HttpVersion::Auto, true, None) => format!(
-                "--streams needs HTTP/2, but {} chose HTTP/1.1 in the TLS handshake",
-                target.origin
-            ),
-            _ => "--streams needs HTTP/2: add --http2 (h2c on http URLs)".to_string(),
+            (HttpVersion::Auto, true, Some(why)) => ProtocolError::ProbeFailed(target.origin.clone(), why),
+            (HttpVersion::Auto, true, None) => ProtocolError::ChoseHttp1(target.origin.clone()),
+            _ => ProtocolError::NeedsHttp2,
         });
     }
     let alpn = match protocol {
@@ -77,11 +87,11 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, String> {
 /// a target that cannot be reached is left to the run to report, but the
 /// probe's own error is returned beside HTTP/1.1 so a message that depends
 /// on the choice can name the real cause.
-fn probe(plan: &Plan, target: &Target, tls: TlsSetup) -> Result<(Protocol, Option<String>), String> {
+fn probe(plan: &Plan, target: &Target, tls: TlsSetup) -> Result<(Protocol, Option<String>), ProtocolError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+        .map_err(ProtocolError::Runtime)?;
     let connector = Connector::new(target, Some(tls), plan.transport.connect_timeout);
     // The probe's handshake is not part of the run's figures.
     let unrecorded = RefCell::new(Recorder::with_steps(0));

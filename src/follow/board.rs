@@ -15,6 +15,7 @@
 //! go out ([`Event`]).
 
 use crate::collector::SeriesRow;
+use crate::plan::shard::Shard;
 use crate::recorder::Snapshot;
 use crate::report::stream::{End, EndState, Header, IntervalLine, Line, RunLine};
 use serde_json::{Value, json};
@@ -239,7 +240,7 @@ impl Board {
 
     /// Takes one line of stream `slot`; an error is a stream that does not
     /// belong to this run (or is not a stream).
-    pub fn feed(&mut self, slot: usize, line: Line, now: Instant) -> Result<(), String> {
+    pub fn feed(&mut self, slot: usize, line: Line, now: Instant) -> Result<(), BoardError> {
         if let Line::Header(header) = &line {
             self.check_header(slot, header)?;
         }
@@ -271,7 +272,7 @@ impl Board {
             }
             Line::Interval(part) => {
                 if entry.header.is_none() {
-                    return Err(format!("{name}: an interval line before the stream's header"));
+                    return Err(BoardError::NoHeader(name));
                 }
                 let (run, k) = (part.run, part.k);
                 let received = &mut entry.run(run).received;
@@ -302,20 +303,16 @@ impl Board {
         Ok(())
     }
 
-    fn check_header(&self, slot: usize, header: &Header) -> Result<(), String> {
+    fn check_header(&self, slot: usize, header: &Header) -> Result<(), BoardError> {
         let name = &self.slots[slot].name;
-        let shard = header.shard.ok_or_else(|| {
-            format!(
-                "{name} is the stream of a run without --shard: a live merge adds up the shards of one run"
-            )
-        })?;
+        let shard = header.shard.ok_or_else(|| BoardError::NotAShard(name.clone()))?;
         if let Some((first, known)) = self.first_header() {
             let count = known.shard.map_or(0, |s| s.count);
             if known.plan_hash != header.plan_hash || shard.count != count {
-                return Err(format!(
-                    "{name} streams a different plan than {} (plan hash {} vs {}): follow only the shards of one run",
-                    first.name, header.plan_hash, known.plan_hash
-                ));
+                return Err(BoardError::OtherPlan {
+                    names: (name.clone(), first.name.clone()),
+                    hashes: (header.plan_hash.clone(), known.plan_hash.clone()),
+                });
             }
         }
         if let Some(other) = self.slots.iter().find(|s| {
@@ -324,22 +321,17 @@ impl Board {
                 .and_then(|h| h.shard)
                 .is_some_and(|s| s.index == shard.index)
         }) {
-            return Err(format!(
-                "shard {}/{} is streamed twice ({} and {name}): give each shard once",
-                shard.index, shard.count, other.name
-            ));
+            return Err(BoardError::Twice {
+                shard,
+                names: (other.name.clone(), name.clone()),
+            });
         }
         let given = self.slots.len() as u32;
         if given > shard.count || (given < shard.count && !self.partial) {
-            return Err(format!(
-                "the plan has {} shards and {given} streams are followed: give every shard's stream once{}",
-                shard.count,
-                if given < shard.count {
-                    ", or --partial to follow without the others"
-                } else {
-                    ""
-                }
-            ));
+            return Err(BoardError::Count {
+                count: shard.count,
+                given,
+            });
         }
         Ok(())
     }
@@ -387,7 +379,7 @@ impl Board {
 
     /// Declares gone the shards that fell silent, and shows every interval
     /// that is ready; returns what the views are to show, in order.
-    pub fn poll(&mut self, now: Instant) -> Result<Vec<Event>, String> {
+    pub fn poll(&mut self, now: Instant) -> Result<Vec<Event>, BoardError> {
         let mut events = Vec::new();
         self.find_gone(now, &mut events);
         for run in 0..self.runs.len() {
@@ -435,7 +427,7 @@ impl Board {
         }
     }
 
-    fn show_ready(&mut self, run: usize, now: Instant, events: &mut Vec<Event>) -> Result<(), String> {
+    fn show_ready(&mut self, run: usize, now: Instant, events: &mut Vec<Event>) -> Result<(), BoardError> {
         loop {
             let k = self.runs[run].next;
             let shards = self.shards_of(run, k);
@@ -521,7 +513,7 @@ impl Board {
         k: usize,
         pending: Pending,
         shards: IntervalShards,
-    ) -> Result<Shown, String> {
+    ) -> Result<Shown, BoardError> {
         let parts: Vec<Box<IntervalLine>> = pending.parts.into_iter().flatten().collect();
         let board = &mut self.runs[run];
         let rows: Vec<&SeriesRow> = parts.iter().map(|p| &p.row).collect();
@@ -618,11 +610,50 @@ pub struct GoneShard {
     pub why: String,
 }
 
-fn histogram_of(row: &SeriesRow) -> Result<hdrhistogram::Histogram<u64>, String> {
+fn histogram_of(row: &SeriesRow) -> Result<hdrhistogram::Histogram<u64>, BoardError> {
     row.histogram
         .as_ref()
-        .ok_or_else(|| "an interval line without its histogram".to_string())?
+        .ok_or(BoardError::NoHistogram)?
         .histogram()
+        .map_err(BoardError::Histogram)
+}
+
+/// A stream that does not belong to the run being followed, or a line that
+/// does not add up; the stream is named as shown.
+#[derive(Debug, thiserror::Error)]
+pub enum BoardError {
+    #[error("{0}: an interval line before the stream's header")]
+    NoHeader(String),
+    #[error("{0} is the stream of a run without --shard: a live merge adds up the shards of one run")]
+    NotAShard(String),
+    /// The stream's name and plan hash, then the first stream's.
+    #[error(
+        "{} streams a different plan than {} (plan hash {} vs {}): follow only the shards of one run",
+        names.0, names.1, hashes.0, hashes.1
+    )]
+    OtherPlan {
+        names: (String, String),
+        hashes: (String, String),
+    },
+    #[error(
+        "shard {}/{} is streamed twice ({} and {}): give each shard once",
+        shard.index, shard.count, names.0, names.1
+    )]
+    Twice { shard: Shard, names: (String, String) },
+    #[error(
+        "the plan has {count} shards and {given} streams are followed: give every shard's stream once{}",
+        if given < count { ", or --partial to follow without the others" } else { "" }
+    )]
+    Count { count: u32, given: u32 },
+    #[error("an interval line without its histogram")]
+    NoHistogram,
+    /// The decoder's message for an interval's histogram.
+    #[error("{0}")]
+    Histogram(String),
+    #[error(transparent)]
+    Counters(#[from] crate::report::stream::CounterError),
+    #[error(transparent)]
+    Merge(#[from] crate::merge::Mismatch),
 }
 
 /// The shards' counters of one interval added up, on the merged row.
@@ -875,16 +906,22 @@ mod tests {
         let t0 = Instant::now();
         let mut b = board(2, t0);
         b.feed(0, header(0, 2, "h"), t0).unwrap();
-        let err = b.feed(1, header(1, 2, "other"), t0).unwrap_err();
+        let err = b.feed(1, header(1, 2, "other"), t0).unwrap_err().to_string();
         assert!(err.contains("streams a different plan than s0.jsonl"), "{err}");
-        let err = b.feed(1, header(0, 2, "h"), t0).unwrap_err();
+        let err = b.feed(1, header(0, 2, "h"), t0).unwrap_err().to_string();
         assert!(
             err.contains("shard 0/2 is streamed twice (s0.jsonl and s1.jsonl)"),
             "{err}"
         );
-        let err = board(2, t0).feed(0, header(0, 3, "h"), t0).unwrap_err();
+        let err = board(2, t0)
+            .feed(0, header(0, 3, "h"), t0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("the plan has 3 shards and 2 streams"), "{err}");
-        let err = board(1, t0).feed(0, interval(0, 1, 1), t0).unwrap_err();
+        let err = board(1, t0)
+            .feed(0, interval(0, 1, 1), t0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("before the stream's header"), "{err}");
     }
 }

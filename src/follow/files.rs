@@ -49,43 +49,37 @@ impl Tail {
 
     /// The stream lines completed since the last call (none while the file
     /// does not exist yet).
-    pub fn read_lines(&mut self, lines: &mut Vec<Line>) -> Result<(), String> {
+    pub fn read_lines(&mut self, lines: &mut Vec<Line>) -> Result<(), TailError> {
         if self.file.is_none() {
             match std::fs::File::open(&self.path) {
                 Ok(file) => self.file = Some(file),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(format!("cannot read {}: {e}", self.shown())),
+                Err(e) => return Err(TailError::Read(self.shown(), e)),
             }
         }
         let shown = self.shown();
         let file = self.file.as_mut().expect("opened above");
         let len = file
             .metadata()
-            .map_err(|e| format!("cannot read {shown}: {e}"))?
+            .map_err(|e| TailError::Read(shown.clone(), e))?
             .len();
         if len < self.offset {
-            return Err(format!(
-                "{shown} was truncated while it was followed (a shard started again into it?): \
-                 give each run's shards fresh stream files"
-            ));
+            return Err(TailError::Truncated(shown));
         }
         if len == self.offset {
             return Ok(());
         }
         file.seek(SeekFrom::Start(self.offset))
-            .map_err(|e| format!("cannot read {shown}: {e}"))?;
+            .map_err(|e| TailError::Read(shown.clone(), e))?;
         let start = self.partial.len();
         let read = file
             .take(len - self.offset)
             .read_to_end(&mut self.partial)
-            .map_err(|e| format!("cannot read {shown}: {e}"))?;
+            .map_err(|e| TailError::Read(shown.clone(), e))?;
         self.offset += read as u64;
         let Some(last_newline) = self.partial[start..].iter().rposition(|b| *b == b'\n') else {
             if self.partial.len() > MAX_LINE {
-                return Err(format!(
-                    "{shown} has a line longer than {} MiB: not a volley stream",
-                    MAX_LINE >> 20
-                ));
+                return Err(TailError::LongLine { shown });
             }
             return Ok(());
         };
@@ -94,13 +88,10 @@ impl Tail {
             let text = String::from_utf8_lossy(text);
             match Line::parse(&text) {
                 Some(Ok(line)) => lines.push(line),
-                Some(Err(e)) => return Err(format!("{shown}: {e}")),
+                Some(Err(e)) => return Err(TailError::Line(shown, e)),
                 // Written by `--stream FILE`, a stream file holds nothing else.
                 None if !self.seen_line => {
-                    return Err(format!(
-                        "{shown} is not a volley stream: its first line is not a {STREAM} line \
-                         (give the files of `volley run --stream FILE`)"
-                    ));
+                    return Err(TailError::NotAStream(shown));
                 }
                 None => {}
             }
@@ -110,34 +101,52 @@ impl Tail {
     }
 }
 
+/// Why a stream file cannot be followed; the file is named as shown.
+#[derive(Debug, thiserror::Error)]
+pub enum TailError {
+    #[error("cannot read {0}")]
+    Read(String, #[source] std::io::Error),
+    #[error(
+        "{0} was truncated while it was followed (a shard started again into it?): give each run's shards fresh stream files"
+    )]
+    Truncated(String),
+    #[error("{shown} has a line longer than {mib} MiB: not a volley stream", mib = MAX_LINE >> 20)]
+    LongLine { shown: String },
+    /// The stream line parser's message.
+    #[error("{0}: {1}")]
+    Line(String, String),
+    #[error(
+        "{0} is not a volley stream: its first line is not a {STREAM} line (give the files of `volley run --stream FILE`)"
+    )]
+    NotAStream(String),
+}
+
 /// `volley merge --follow`: follows `paths` until every shard has ended
 /// (or is gone), then ends as `volley merge` does on their reports.
 /// Returns whether a threshold failed.
 pub fn follow(paths: &[PathBuf], options: &Options, stop: &AtomicBool) -> Result<bool, FollowError> {
     let names = paths.iter().map(|p| format!("'{}'", p.display())).collect();
-    let mut follow = Follow::start(names, options).map_err(FollowError::Input)?;
+    let mut follow = Follow::start(names, options).map_err(FollowError::input)?;
     let mut tails: Vec<Tail> = paths.iter().map(|p| Tail::new(p)).collect();
     let mut lines = Vec::new();
     let result = loop {
-        let mut read = || -> Result<(), String> {
+        let mut read = || -> Result<(), FollowError> {
             for (slot, tail) in tails.iter_mut().enumerate() {
-                tail.read_lines(&mut lines)?;
+                tail.read_lines(&mut lines).map_err(FollowError::input)?;
                 for line in lines.drain(..) {
-                    follow.line(slot, line)?;
+                    follow.line(slot, line).map_err(FollowError::input)?;
                 }
             }
-            follow.update()
+            follow.update().map_err(FollowError::input)
         };
         if let Err(e) = read() {
-            break Err(FollowError::Input(e));
+            break Err(e);
         }
         if follow.over() {
             break follow.streamed_reports(options.partial);
         }
         if stop.load(Ordering::Relaxed) {
-            break Err(FollowError::Interrupted(
-                "interrupted: the shards had not all finished; nothing was merged".to_string(),
-            ));
+            break Err(FollowError::Interrupted);
         }
         std::thread::sleep(POLL);
     };
@@ -174,7 +183,7 @@ mod tests {
         tail.read_lines(&mut lines).unwrap();
         assert_eq!(lines, vec![end.clone(), end]);
         file.set_len(5).unwrap();
-        let err = tail.read_lines(&mut lines).unwrap_err();
+        let err = tail.read_lines(&mut lines).unwrap_err().to_string();
         assert!(err.contains("was truncated"), "{err}");
     }
 
@@ -183,7 +192,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
         std::fs::write(&path, "{\n  \"schema\": \"volley.report/1\"\n}\n").unwrap();
-        let err = Tail::new(&path).read_lines(&mut Vec::new()).unwrap_err();
+        let err = Tail::new(&path)
+            .read_lines(&mut Vec::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is not a volley stream"), "{err}");
     }
 }

@@ -11,6 +11,7 @@ mod view;
 
 pub use board::Timing;
 
+use crate::error::Cause;
 use crate::merge::Input;
 use crate::report::SavedReport;
 use crate::report::stream::Line;
@@ -33,22 +34,32 @@ pub struct Options {
     pub output: crate::merge::Output,
 }
 
-/// Why a live merge ended without a report.
-#[derive(Debug)]
+/// Why a live merge ended without a report; each kind is one exit code.
+#[derive(Debug, thiserror::Error)]
 pub enum FollowError {
     /// Streams or reports that do not belong together, or a bad flag.
-    Input(String),
+    #[error(transparent)]
+    Input(Cause),
     /// A shard failed or went away.
-    Failed(String),
-    /// Ctrl-C.
-    Interrupted(String),
+    #[error(transparent)]
+    Failed(Cause),
+    /// Ctrl-C before every shard had finished.
+    #[error("interrupted: the shards had not all finished; nothing was merged")]
+    Interrupted,
 }
 
 impl FollowError {
-    pub fn message(&self) -> &str {
-        match self {
-            FollowError::Input(m) | FollowError::Failed(m) | FollowError::Interrupted(m) => m,
-        }
+    pub fn input(cause: impl Into<Cause>) -> FollowError {
+        FollowError::Input(cause.into())
+    }
+
+    pub fn failed(cause: impl Into<Cause>) -> FollowError {
+        FollowError::Failed(cause.into())
+    }
+
+    /// The one line users read.
+    pub fn message(&self) -> String {
+        crate::error::line(self)
     }
 }
 
@@ -60,7 +71,7 @@ pub struct Follow {
 
 impl Follow {
     /// A live merge of the streams named `names` (one per shard).
-    pub fn start(names: Vec<String>, options: &Options) -> Result<Follow, String> {
+    pub fn start(names: Vec<String>, options: &Options) -> Result<Follow, crate::sink::SinkError> {
         let count = names.len();
         let text = !options.output.json;
         let mut views = Views::start(text, std::io::stdout().is_terminal(), options.dashboard)?;
@@ -80,7 +91,7 @@ impl Follow {
     }
 
     /// One stream line of `slot`.
-    pub fn line(&mut self, slot: usize, line: Line) -> Result<(), String> {
+    pub fn line(&mut self, slot: usize, line: Line) -> Result<(), board::BoardError> {
         self.board.feed(slot, line, Instant::now())
     }
 
@@ -100,7 +111,7 @@ impl Follow {
     }
 
     /// Shows every interval that is ready and redraws the progress line.
-    pub fn update(&mut self) -> Result<(), String> {
+    pub fn update(&mut self) -> Result<(), board::BoardError> {
         let events = self.board.poll(Instant::now())?;
         if !events.is_empty() {
             let standing = self.board.standing();
@@ -129,7 +140,7 @@ impl Follow {
                 Ok(index) => format!("shard {index} of {count}"),
                 Err(_) => format!("the shard of {}", gone.label),
             };
-            return Err(FollowError::Failed(format!(
+            return Err(FollowError::failed(format!(
                 "{shard} stopped (last sent: {}) and wrote no end: {}; the run is incomplete \
                  (--partial merges the shards that finished)",
                 gone.last, gone.why
@@ -139,9 +150,8 @@ impl Follow {
         for (name, end) in outcome.ended {
             let report = end
                 .report
-                .ok_or_else(|| FollowError::Input(format!("{name}: an end line without its report")))?;
-            let report = SavedReport::parse(&name, &report.to_string())
-                .map_err(|e| FollowError::Input(e.to_string()))?;
+                .ok_or_else(|| FollowError::input(format!("{name}: an end line without its report")))?;
+            let report = SavedReport::parse(&name, &report.to_string()).map_err(FollowError::input)?;
             inputs.push(Input { name, report });
         }
         Ok(inputs)
@@ -157,9 +167,9 @@ impl Follow {
         options: &Options,
     ) -> Result<bool, FollowError> {
         let merged = inputs.and_then(|inputs| {
-            let mut merged = crate::merge::merge(&inputs, options.partial).map_err(FollowError::Input)?;
+            let mut merged = crate::merge::merge(&inputs, options.partial).map_err(FollowError::input)?;
             self.views.close_live();
-            let failed = crate::merge::finish(&mut merged, &options.output).map_err(FollowError::Input)?;
+            let failed = crate::merge::finish(&mut merged, &options.output).map_err(FollowError::input)?;
             Ok((merged, failed))
         });
         match merged {
@@ -168,7 +178,7 @@ impl Follow {
                 Ok(failed)
             }
             Err(e) => {
-                self.views.close::<serde_json::Value>(Err(e.message()));
+                self.views.close::<serde_json::Value>(Err(&e.message()));
                 Err(e)
             }
         }

@@ -34,7 +34,7 @@ pub struct Views {
 
 impl Views {
     /// Starts the dashboard when asked for (`addr`).
-    pub fn start(text: bool, tty: bool, addr: Option<SocketAddr>) -> Result<Views, String> {
+    pub fn start(text: bool, tty: bool, addr: Option<SocketAddr>) -> Result<Views, crate::sink::SinkError> {
         Ok(Views {
             text,
             tty,

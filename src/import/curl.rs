@@ -347,6 +347,7 @@ fn option_takes_value(option: &str) -> bool {
 }
 
 /// An option without a value.
+// A leaf parser: its message is the value.
 fn flag(curl: &mut Curl, option: &str) -> Result<(), String> {
     match option {
         "-G" | "--get" => curl.get = true,
@@ -503,6 +504,7 @@ fn urlencoded(value: &[u8], line: usize) -> Result<Vec<u8>, Problem> {
 /// The URL curl would request: `http://` when no scheme is given, curl's
 /// glob escapes (`\[`, `\{`, which "Copy as cURL" writes) undone; an
 /// unescaped glob range or set, which would be many requests, is an error.
+// A leaf parser: its message is the value.
 fn curl_url(raw: &str, globoff: bool) -> Result<String, String> {
     let with_scheme = if raw.contains("://") {
         raw.to_string()

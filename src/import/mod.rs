@@ -65,12 +65,12 @@ impl fmt::Display for Problem {
 }
 
 /// Why an import failed: one line naming the file and the place.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum ImportError {
     /// The input (or a flag) is wrong: exit 2.
     Input { file: String, problem: Problem },
     /// Writing the plan failed: exit 1.
-    Write(String),
+    Write(output::WriteError),
 }
 
 impl fmt::Display for ImportError {
@@ -82,12 +82,20 @@ impl fmt::Display for ImportError {
             ImportError::Input { file, problem } => {
                 write!(f, "{}: {problem}", problem.file.as_deref().unwrap_or(file))
             }
-            ImportError::Write(e) => f.write_str(e),
+            // Its own line and causes, as if it stood alone.
+            ImportError::Write(e) => e.fmt(f),
         }
     }
 }
 
-impl std::error::Error for ImportError {}
+impl std::error::Error for ImportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ImportError::Input { .. } => None,
+            ImportError::Write(e) => std::error::Error::source(e),
+        }
+    }
+}
 
 /// The input, read whole.
 #[derive(Clone)]

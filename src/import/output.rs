@@ -19,6 +19,24 @@ struct Planned {
     notes: usize,
 }
 
+/// Why the imported plans could not be written; nothing is left half
+/// written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("cannot write the plan to standard output")]
+    Stdout(#[source] std::io::Error),
+    #[error("cannot write '{0}'")]
+    File(String, #[source] std::io::Error),
+    #[error("the plan written would not read back as imported (a bug in volley import, please report it)")]
+    ReadsBack(#[source] plan::ReadBackError),
+}
+
+impl From<WriteError> for ImportError {
+    fn from(e: WriteError) -> ImportError {
+        ImportError::Write(e)
+    }
+}
+
 /// Renders `plans`, checks each reads back, and writes them to `output`
 /// (or the one plan to `stdout`).
 pub fn write(
@@ -29,11 +47,11 @@ pub fn write(
     let Some(output) = output else {
         let plan = &plans[0];
         let rendered = plan::render(plan, &Bodies::Inline);
-        plan::check_reads_back(plan, &rendered, Path::new("plan.yml")).map_err(bug)?;
+        plan::check_reads_back(plan, &rendered, Path::new("plan.yml")).map_err(WriteError::ReadsBack)?;
         stdout
             .write_all(rendered.yaml.as_bytes())
             .and_then(|()| stdout.flush())
-            .map_err(|e| ImportError::Write(format!("cannot write the plan to standard output: {e}")))?;
+            .map_err(WriteError::Stdout)?;
         return Ok(Summary {
             plans: vec![(None, plan.requests())],
             body_files: 0,
@@ -48,7 +66,7 @@ pub fn write(
         };
         let folder = format!("{}.bodies", stem(&path));
         let rendered = plan::render(plan, &Bodies::Beside(folder));
-        plan::check_reads_back(plan, &rendered, &path).map_err(bug)?;
+        plan::check_reads_back(plan, &rendered, &path).map_err(WriteError::ReadsBack)?;
         planned.push(Planned {
             path,
             rendered,
@@ -72,12 +90,6 @@ pub fn write(
         body_files: planned.iter().map(|p| p.rendered.files.len()).sum(),
         notes: planned.iter().map(|p| p.notes).sum(),
     })
-}
-
-fn bug(e: String) -> ImportError {
-    ImportError::Write(format!(
-        "the plan written would not read back as imported (a bug in volley import, please report it): {e}"
-    ))
 }
 
 /// `plan.yml` with suffix `cdn.test` is `plan.cdn.test.yml`.
@@ -107,10 +119,8 @@ fn temporary(path: &Path) -> PathBuf {
 
 /// Writes every file under a temporary name: `written` collects
 /// (temporary, final) pairs, body folders first.
-fn stage(planned: &[Planned], written: &mut Vec<(PathBuf, PathBuf)>) -> Result<(), ImportError> {
-    let fail = |path: &Path, e: std::io::Error| {
-        ImportError::Write(format!("cannot write '{}': {e}", path.display()))
-    };
+fn stage(planned: &[Planned], written: &mut Vec<(PathBuf, PathBuf)>) -> Result<(), WriteError> {
+    let fail = |path: &Path, e: std::io::Error| WriteError::File(path.display().to_string(), e);
     for plan in planned {
         let folder = plan.path.parent().unwrap_or(Path::new(""));
         if let Some((first, _)) = plan.rendered.files.first() {
@@ -132,12 +142,11 @@ fn stage(planned: &[Planned], written: &mut Vec<(PathBuf, PathBuf)>) -> Result<(
 
 /// Renames each temporary into place; a body folder from an earlier
 /// import of the same plan is replaced whole.
-fn commit(written: &[(PathBuf, PathBuf)]) -> Result<(), ImportError> {
+fn commit(written: &[(PathBuf, PathBuf)]) -> Result<(), WriteError> {
     for (temp, path) in written {
         let old = temp.with_extension("old");
         let replaced = path.is_dir() && std::fs::rename(path, &old).is_ok();
-        std::fs::rename(temp, path)
-            .map_err(|e| ImportError::Write(format!("cannot write '{}': {e}", path.display())))?;
+        std::fs::rename(temp, path).map_err(|e| WriteError::File(path.display().to_string(), e))?;
         if replaced {
             let _ = std::fs::remove_dir_all(&old);
         }

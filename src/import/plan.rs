@@ -298,9 +298,27 @@ fn double_quoted(text: &str) -> String {
     out
 }
 
+/// How a written plan reads back differently from the plan it was written
+/// from.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadBackError {
+    #[error(transparent)]
+    Unreadable(#[from] file::FileError),
+    #[error("'base' reads back as {0:?}")]
+    Base(Option<String>),
+    #[error("{read} items read back, not {wrote}")]
+    Count { read: usize, wrote: usize },
+    #[error("item {number} ('{name}'): its {what} reads back differently")]
+    Item {
+        number: usize,
+        name: String,
+        what: &'static str,
+    },
+}
+
 /// Reads `rendered` back with the plan reader (as the file `path`) and
 /// checks it says what `plan` says; an `Err` is a bug in the writer.
-pub fn check_reads_back(plan: &Plan, rendered: &Rendered, path: &Path) -> Result<(), String> {
+pub fn check_reads_back(plan: &Plan, rendered: &Rendered, path: &Path) -> Result<(), ReadBackError> {
     if super::request::looks_templated(&plan.base) {
         // The reader fills a templated base from the environment at once;
         // the rest reads the same under any base.
@@ -314,24 +332,23 @@ pub fn check_reads_back(plan: &Plan, rendered: &Rendered, path: &Path) -> Result
         };
         return check_reads_back(&plain, &render(&plain, &bodies), path);
     }
-    let read = file::parse(path, &rendered.yaml).map_err(|e| e.to_string())?;
+    let read = file::parse(path, &rendered.yaml)?;
     if read.settings.base.as_deref() != Some(plan.base.as_str()) {
-        return Err(format!("'base' reads back as {:?}", read.settings.base));
+        return Err(ReadBackError::Base(read.settings.base));
     }
     if read.items.len() != plan.items.len() {
-        return Err(format!(
-            "{} items read back, not {}",
-            read.items.len(),
-            plan.items.len()
-        ));
+        return Err(ReadBackError::Count {
+            read: read.items.len(),
+            wrote: plan.items.len(),
+        });
     }
     for (index, (wrote, read)) in plan.items.iter().zip(&read.items).enumerate() {
-        let differs = |what: &str| {
-            Err(format!(
-                "item {} ('{}'): its {what} reads back differently",
-                index + 1,
-                wrote.name
-            ))
+        let differs = |what: &'static str| {
+            Err(ReadBackError::Item {
+                number: index + 1,
+                name: wrote.name.clone(),
+                what,
+            })
         };
         if read.name != wrote.name {
             return differs("name");

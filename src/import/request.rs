@@ -16,6 +16,7 @@ pub struct Base {
 }
 
 impl Base {
+    // A leaf parser: its message is the value.
     pub fn parse(text: &str) -> Result<Base, String> {
         let url = parse_url(text)?;
         let path = url.path().trim_end_matches('/').to_string();
@@ -31,6 +32,7 @@ impl Base {
     }
 }
 
+// A leaf parser: its message is the value.
 fn parse_url(text: &str) -> Result<url::Url, String> {
     let shown = crate::target::mask_password(text);
     let url = url::Url::parse(text.trim()).map_err(|e| format!("'{shown}' is not a URL ({e})"))?;
@@ -46,6 +48,7 @@ fn parse_url(text: &str) -> Result<url::Url, String> {
 }
 
 /// The origin of a URL (`https://example.com:8443`), or of a bare host.
+// A leaf parser: its message is the value.
 pub fn origin_of(text: &str) -> Result<String, String> {
     let with_scheme = if text.contains("://") {
         text.to_string()
@@ -57,6 +60,7 @@ pub fn origin_of(text: &str) -> Result<String, String> {
 
 /// An absolute URL split into its origin and its path with the query
 /// (the fragment dropped: it never leaves the browser).
+// A leaf parser: its message is the value.
 pub fn split_url(text: &str) -> Result<(String, String), String> {
     let url = parse_url(text)?;
     let mut path = url.path().to_string();

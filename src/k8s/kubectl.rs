@@ -26,14 +26,32 @@ const POLL: Duration = Duration::from_secs(1);
 /// How often the live view is brought up to date between the pods' lines.
 const TICK: Duration = Duration::from_millis(100);
 
+/// Why kubectl could not tell what was asked of it.
+#[derive(Debug, thiserror::Error)]
+pub enum KubectlError {
+    #[error("cannot run '{0}' (install kubectl or give --kubectl PATH)")]
+    Spawn(String, #[source] std::io::Error),
+    #[error("cannot run '{0}'")]
+    Wait(String, #[source] std::io::Error),
+    /// The verb and the last line kubectl wrote on stderr.
+    #[error("kubectl {0} failed: {1}")]
+    Failed(String, String),
+    #[error("kubectl get pods printed no JSON list")]
+    Listing(#[source] serde_json::Error),
+    #[error("cannot write the manifests")]
+    Manifests(#[source] std::io::Error),
+    #[error("cannot create '{0}'")]
+    Scratch(String, #[source] std::io::Error),
+}
+
 /// One kubectl invocation's stdout, or a one-line error with its stderr.
-fn kubectl(program: &str, args: &[&str]) -> Result<String, String> {
+fn kubectl(program: &str, args: &[&str]) -> Result<String, KubectlError> {
     kubectl_fed(program, args, None)
 }
 
 /// [`kubectl`] with `input` written to its stdin: how a Secret is applied,
 /// so that it never touches the disk or a command line.
-fn kubectl_fed(program: &str, args: &[&str], input: Option<&[u8]>) -> Result<String, String> {
+fn kubectl_fed(program: &str, args: &[&str], input: Option<&[u8]>) -> Result<String, KubectlError> {
     use std::io::Write as _;
     use std::process::Stdio;
     let mut child = Command::new(program)
@@ -46,20 +64,19 @@ fn kubectl_fed(program: &str, args: &[&str], input: Option<&[u8]>) -> Result<Str
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run '{program}': {e} (install kubectl or give --kubectl PATH)"))?;
+        .map_err(|e| KubectlError::Spawn(program.to_string(), e))?;
     if let (Some(mut stdin), Some(input)) = (child.stdin.take(), input) {
         // A kubectl that exits early reports why below.
         let _ = stdin.write_all(input);
     }
     let out = child
         .wait_with_output()
-        .map_err(|e| format!("cannot run '{program}': {e}"))?;
+        .map_err(|e| KubectlError::Wait(program.to_string(), e))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(format!(
-            "kubectl {} failed: {}",
-            args.first().unwrap_or(&""),
-            err.lines().last().unwrap_or("no message").trim()
+        return Err(KubectlError::Failed(
+            args.first().unwrap_or(&"").to_string(),
+            err.lines().last().unwrap_or("no message").trim().to_string(),
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -92,9 +109,8 @@ impl PodState {
 }
 
 /// The pods by completion index.
-fn pod_states(listing: &str) -> Result<BTreeMap<u32, PodState>, String> {
-    let value: Value =
-        serde_json::from_str(listing).map_err(|e| format!("kubectl get pods printed no JSON list: {e}"))?;
+fn pod_states(listing: &str) -> Result<BTreeMap<u32, PodState>, KubectlError> {
+    let value: Value = serde_json::from_str(listing).map_err(KubectlError::Listing)?;
     let mut states = BTreeMap::new();
     for pod in value["items"].as_array().into_iter().flatten() {
         let name = pod["metadata"]["name"].as_str().unwrap_or("?").to_string();
@@ -153,8 +169,8 @@ pub fn run(
 ) -> Result<bool, FollowError> {
     // The dashboard's address is taken before anything is applied.
     let names = (0..spec.shards).map(|i| format!("pod {i}")).collect();
-    let mut follow = Follow::start(names, options).map_err(FollowError::Input)?;
-    let dir = tempfile_dir().map_err(FollowError::Failed)?;
+    let mut follow = Follow::start(names, options).map_err(FollowError::input)?;
+    let dir = tempfile_dir().map_err(FollowError::failed)?;
     let inputs = apply(spec, program, &dir).and_then(|()| {
         eprintln!(
             "applied job/{} ({} shards, starting at {})",
@@ -189,12 +205,12 @@ pub fn run(
 fn apply(spec: &JobSpec, program: &str, dir: &std::path::Path) -> Result<(), FollowError> {
     let manifest = dir.join("manifests.yaml");
     std::fs::write(&manifest, super::to_json(spec))
-        .map_err(|e| FollowError::Failed(format!("cannot write the manifests: {e}")))?;
+        .map_err(|e| FollowError::failed(KubectlError::Manifests(e)))?;
     if let Some(credentials) = &spec.credentials {
         let secret = credentials.secret.to_string();
-        kubectl_fed(program, &["apply", "-f", "-"], Some(secret.as_bytes())).map_err(FollowError::Failed)?;
+        kubectl_fed(program, &["apply", "-f", "-"], Some(secret.as_bytes())).map_err(FollowError::failed)?;
     }
-    kubectl(program, &["apply", "-f", manifest.to_str().unwrap_or_default()]).map_err(FollowError::Failed)?;
+    kubectl(program, &["apply", "-f", manifest.to_str().unwrap_or_default()]).map_err(FollowError::failed)?;
     Ok(())
 }
 
@@ -243,7 +259,7 @@ fn collect(
                                 if let Some(w) = watched.get_mut(&index) {
                                     w.delivered += 1;
                                 }
-                                follow.line(index as usize, line).map_err(FollowError::Input)?;
+                                follow.line(index as usize, line).map_err(FollowError::input)?;
                             }
                             Message::Exited(index) => exited(&mut watched, follow, index),
                         }
@@ -252,14 +268,14 @@ fn collect(
                 }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
             }
-            follow.update().map_err(FollowError::Input)?;
+            follow.update().map_err(FollowError::input)?;
             if Instant::now() >= next_poll {
                 next_poll = Instant::now() + POLL;
                 let states = pod_states(
                     &kubectl(program, &["get", "pods", "-l", &selector, "-o", "json"])
-                        .map_err(FollowError::Failed)?,
+                        .map_err(FollowError::failed)?,
                 )
-                .map_err(FollowError::Failed)?;
+                .map_err(FollowError::failed)?;
                 for (index, state) in &states {
                     let Some(w) = watched.get_mut(index) else { continue };
                     if let PodState::Ended(end) = state {
@@ -275,7 +291,7 @@ fn collect(
                     if started && w.follower.is_none() && !w.read_whole {
                         let follower =
                             Follower::start(program, state.name(), *index, w.delivered, tx.clone())
-                                .map_err(FollowError::Failed)?;
+                                .map_err(FollowError::failed)?;
                         w.follower = Some(follower);
                     }
                 }
@@ -285,16 +301,14 @@ fn collect(
                 }
             }
             if stop.load(Ordering::Relaxed) {
-                return Err(FollowError::Interrupted(
-                    "interrupted: the shards had not all finished; nothing was merged".to_string(),
-                ));
+                return Err(FollowError::Interrupted);
             }
             if Instant::now() >= deadline {
                 let missing: Vec<String> = (0..spec.shards)
                     .filter(|i| !ends.contains_key(i))
                     .map(|i| i.to_string())
                     .collect();
-                return Err(FollowError::Failed(format!(
+                return Err(FollowError::failed(format!(
                     "shard{} {} did not finish within {} (see kubectl describe job/{})",
                     if missing.len() > 1 { "s" } else { "" },
                     missing.join(", "),
@@ -318,18 +332,18 @@ fn collect(
                     .map(str::to_string)
             })
             .unwrap_or_default();
-        return Err(FollowError::Failed(format!(
+        return Err(FollowError::failed(format!(
             "shard {index} (pod {pod}) failed: {reason}: {last_line}"
         )));
     }
     let mut inputs = Vec::with_capacity(ends.len());
     for (index, pod) in &ends {
-        let log = kubectl(program, &["logs", pod]).map_err(FollowError::Failed)?;
+        let log = kubectl(program, &["logs", pod]).map_err(FollowError::failed)?;
         let text = report_in_log(&log).ok_or_else(|| {
-            FollowError::Failed(format!("shard {index} (pod {pod}) printed no JSON report"))
+            FollowError::failed(format!("shard {index} (pod {pod}) printed no JSON report"))
         })?;
         let name = format!("shard {index} (pod {pod})");
-        let report = SavedReport::parse(&name, text).map_err(|e| FollowError::Failed(e.to_string()))?;
+        let report = SavedReport::parse(&name, text).map_err(FollowError::failed)?;
         inputs.push(Input { name, report });
     }
     Ok(inputs)
@@ -361,9 +375,9 @@ fn exited(watched: &mut BTreeMap<u32, Watched>, follow: &mut Follow, index: u32)
 }
 
 /// A private scratch directory for the manifests.
-fn tempfile_dir() -> Result<std::path::PathBuf, String> {
+fn tempfile_dir() -> Result<std::path::PathBuf, KubectlError> {
     let dir = std::env::temp_dir().join(format!("volley-k8s-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create '{}': {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| KubectlError::Scratch(dir.display().to_string(), e))?;
     Ok(dir)
 }
 

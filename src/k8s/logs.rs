@@ -22,6 +22,15 @@ pub enum Message {
     Exited(u32),
 }
 
+/// Why a pod's log could not be followed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogsError {
+    #[error("cannot run '{0}'")]
+    Spawn(String, #[source] std::io::Error),
+    #[error("cannot start a log follower")]
+    Thread(#[source] std::io::Error),
+}
+
 /// One running `kubectl logs -f`.
 pub struct Follower {
     child: Child,
@@ -38,7 +47,7 @@ impl Follower {
         index: u32,
         skip: u64,
         to: Sender<Message>,
-    ) -> Result<Follower, String> {
+    ) -> Result<Follower, LogsError> {
         let started = Instant::now();
         let mut child = Command::new(program)
             .args(["logs", pod, "-f"])
@@ -46,13 +55,13 @@ impl Follower {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot run '{program}': {e}"))?;
+            .map_err(|e| LogsError::Spawn(program.to_string(), e))?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let pod = pod.to_string();
         std::thread::Builder::new()
             .name(format!("volley-logs-{index}"))
             .spawn(move || read(stdout, &pod, index, skip, &to))
-            .map_err(|e| format!("cannot start a log follower: {e}"))?;
+            .map_err(LogsError::Thread)?;
         Ok(Follower { child, started })
     }
 

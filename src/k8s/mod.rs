@@ -136,23 +136,48 @@ fn dns_label(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// Why the Job's manifests could not be built: a flag, or the pods'
+/// command, that does not fit.
+#[derive(Debug, thiserror::Error)]
+pub enum K8sError {
+    #[error("--shards must be at least 1")]
+    NoShards,
+    #[error("invalid --name '{0}': use lowercase letters, digits and '-', at most 52 characters")]
+    Name(String),
+    #[error(transparent)]
+    StartLead(#[from] crate::plan::PlanError),
+    #[error("the pods' command may not take {flag}: {why}")]
+    OwnedFlag { flag: String, why: &'static str },
+    /// clap's first line, without its `error: `.
+    #[error("the pods' command is not a volley command: {0}")]
+    NotVolley(String),
+    #[error("the pods' command must be `run URL...` or `plan FILE.yml ...`")]
+    NotARun,
+    #[error("'{0}' has no file name")]
+    NoFileName(String),
+    #[error("cannot read '{0}' for the ConfigMap")]
+    Read(String, #[source] std::io::Error),
+    #[error("--with adds files to a plan file's ConfigMap: use it with `plan FILE.yml`")]
+    WithoutPlan,
+}
+
 /// Builds the manifests for `opts`, starting `lead` from `now`.
-pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
+pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, K8sError> {
     if opts.shards == 0 {
-        return Err("--shards must be at least 1".to_string());
+        return Err(K8sError::NoShards);
     }
     if !dns_label(&opts.name) {
-        return Err(format!(
-            "invalid --name '{}': use lowercase letters, digits and '-', at most 52 characters",
-            opts.name
-        ));
+        return Err(K8sError::Name(opts.name.clone()));
     }
-    let lead = crate::plan::parse_duration("--start-lead", &opts.start_lead).map_err(|e| e.to_string())?;
+    let lead = crate::plan::parse_duration("--start-lead", &opts.start_lead)?;
     let mut command = opts.command.clone();
     for word in &command {
         let flag = word.split('=').next().unwrap_or(word);
         if let Some((_, why)) = OWNED_FLAGS.iter().find(|(f, _)| *f == flag) {
-            return Err(format!("the pods' command may not take {flag}: {why}"));
+            return Err(K8sError::OwnedFlag {
+                flag: flag.to_string(),
+                why,
+            });
         }
     }
     // The command must be one volley accepts; checked here, not in a pod.
@@ -160,15 +185,18 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
     probe.extend(command.iter().cloned());
     let parsed = Cli::try_parse_from(&probe).map_err(|e| {
         let text = e.render().to_string();
-        format!(
-            "the pods' command is not a volley command: {}",
-            text.lines().next().unwrap_or("").trim_start_matches("error: ")
+        K8sError::NotVolley(
+            text.lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ")
+                .to_string(),
         )
     })?;
     let plan_file = match parsed.command {
         Command::Run(_) => None,
         Command::Plan(args) => Some(args.file),
-        _ => return Err("the pods' command must be `run URL...` or `plan FILE.yml ...`".to_string()),
+        _ => return Err(K8sError::NotARun),
     };
     let (credentials, secret_env) = move_passwords(&opts.name, &mut command);
     let start_at = humantime::format_rfc3339_seconds(now + lead).to_string();
@@ -181,9 +209,9 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
             let name = path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .ok_or_else(|| format!("'{}' has no file name", path.display()))?;
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read '{}' for the ConfigMap: {e}", path.display()))?;
+                .ok_or_else(|| K8sError::NoFileName(path.display().to_string()))?;
+            let text =
+                std::fs::read_to_string(path).map_err(|e| K8sError::Read(path.display().to_string(), e))?;
             data.insert(name.to_string(), Value::String(text));
         }
         let position = command
@@ -201,7 +229,7 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, String> {
         mounts.push(json!({ "name": "plan", "mountPath": PLAN_DIR, "readOnly": true }));
         volumes.push(json!({ "name": "plan", "configMap": { "name": format!("{}-plan", opts.name) } }));
     } else if !opts.with.is_empty() {
-        return Err("--with adds files to a plan file's ConfigMap: use it with `plan FILE.yml`".to_string());
+        return Err(K8sError::WithoutPlan);
     }
     let mut args = command;
     args.extend([
@@ -381,17 +409,23 @@ mod tests {
             &opts(&["run", "http://svc/", "--threshold", "p99<1s"]),
             SystemTime::now(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("give --threshold to volley k8s run"), "{err}");
-        let err = build(&opts(&["run", "http://svc/", "--bogus"]), SystemTime::now()).unwrap_err();
+        let err = build(&opts(&["run", "http://svc/", "--bogus"]), SystemTime::now())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a volley command"), "{err}");
-        let err = build(&opts(&["serve"]), SystemTime::now()).unwrap_err();
+        let err = build(&opts(&["serve"]), SystemTime::now())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("must be `run"), "{err}");
         let mut bad = opts(&["run", "http://svc/"]);
         bad.name = "Bad_Name".to_string();
         assert!(
             build(&bad, SystemTime::now())
                 .unwrap_err()
+                .to_string()
                 .contains("invalid --name")
         );
     }

@@ -40,6 +40,12 @@ use thiserror::Error;
 pub enum PlanError {
     #[error(transparent)]
     Target(#[from] TargetError),
+    #[error(transparent)]
+    ConnectTo(#[from] crate::target::ConnectToError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("--monitor-pid")]
+    MonitorPid(#[source] crate::monitor::MonitorError),
     #[error("{0}")]
     Invalid(String),
 }

@@ -23,8 +23,7 @@ impl RunSpec {
             .connect_to
             .as_deref()
             .map(crate::target::resolve_connect_to)
-            .transpose()
-            .map_err(invalid)?;
+            .transpose()?;
         let mut targets = request.targets;
         for target in &mut targets {
             match &connect_to {
@@ -41,9 +40,9 @@ impl RunSpec {
                 body
             }
         };
-        let tls = crate::tls::TlsOptions::load(&transport.tls).map_err(invalid)?;
+        let tls = crate::tls::TlsOptions::load(&transport.tls)?;
         if let Some(pid) = watch.monitor_pid {
-            crate::monitor::ProcSampler::new(pid).map_err(|e| invalid(format!("--monitor-pid: {e}")))?;
+            crate::monitor::ProcSampler::new(pid).map_err(PlanError::MonitorPid)?;
         }
         let plan = Plan {
             request: Request {

@@ -163,18 +163,24 @@ pub struct StartAt {
     pub tolerance: Duration,
 }
 
+/// A shard that came up after its start time and its tolerance.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "this shard came up {:.3}s after its start time {} (tolerance {}): it would run a misaligned slice; start the shards again with a later --start-at or raise --start-tolerance",
+    late.as_secs_f64(),
+    humantime::format_rfc3339_millis(start.at),
+    humantime::format_duration(start.tolerance)
+)]
+pub struct LateStart {
+    pub start: StartAt,
+    pub late: Duration,
+}
+
 impl StartAt {
     /// Refuses a start already missed by more than the tolerance.
-    pub fn check_not_late(&self, now: SystemTime) -> Result<(), String> {
+    pub fn check_not_late(&self, now: SystemTime) -> Result<(), LateStart> {
         match now.duration_since(self.at) {
-            Ok(late) if late > self.tolerance => Err(format!(
-                "this shard came up {:.3}s after its start time {} (tolerance {}): \
-                 it would run a misaligned slice; start the shards again with a later --start-at \
-                 or raise --start-tolerance",
-                late.as_secs_f64(),
-                humantime::format_rfc3339_millis(self.at),
-                humantime::format_duration(self.tolerance)
-            )),
+            Ok(late) if late > self.tolerance => Err(LateStart { start: *self, late }),
             _ => Ok(()),
         }
     }
@@ -249,7 +255,10 @@ mod tests {
             tolerance: Duration::from_secs(1),
         };
         assert!(start.check_not_late(now + Duration::from_millis(900)).is_ok());
-        let late = start.check_not_late(now + Duration::from_secs(2)).unwrap_err();
+        let late = start
+            .check_not_late(now + Duration::from_secs(2))
+            .unwrap_err()
+            .to_string();
         assert!(late.contains("came up 2.000s after"), "{late}");
         assert_eq!(start.skew_ms(now - Duration::from_millis(5)), -5.0);
     }

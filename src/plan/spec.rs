@@ -286,7 +286,7 @@ impl RunSpec {
                 "--pipeline needs keep-alive connections: drop --no-keepalive",
             ));
         }
-        let tls = TlsFlags::from_args(args).map_err(invalid)?;
+        let tls = TlsFlags::from_args(args)?;
         if let Some(flag) = tls.https_only_flag()
             && !targets.iter().any(|t| t.tls)
         {
@@ -401,10 +401,10 @@ mod tests {
         assert_eq!(spec.request.body, BodySource::File(body.clone()));
         assert!(spec.request.targets[0].addrs.is_empty());
         // ...each is found by resolve, in turn.
-        let err = spec.clone().resolve().unwrap_err().to_string();
+        let err = crate::error::line(&spec.clone().resolve().unwrap_err());
         assert!(err.starts_with("cannot read --body-file"), "{err}");
         std::fs::write(&body, "{}").unwrap();
-        let err = spec.resolve().unwrap_err().to_string();
+        let err = crate::error::line(&spec.resolve().unwrap_err());
         assert!(err.starts_with("--monitor-pid:"), "{err}");
         let plan = RunSpec::from_args(&run_args(&["http://localhost:1/", "--body-file", body_flag]))
             .unwrap()

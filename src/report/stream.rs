@@ -142,6 +142,7 @@ impl Line {
 
     /// Reads one line of text: `None` when it is not a stream line (other
     /// text in a log), else the line or why it cannot be read.
+    // A leaf parser: its message is the value.
     pub fn parse(text: &str) -> Option<Result<Line, String>> {
         let rest = text.trim_end().strip_prefix(PREFIX)?;
         let version = rest.split('"').next().unwrap_or("");
@@ -152,6 +153,15 @@ impl Line {
         }
         Some(serde_json::from_str(text).map_err(|e| format!("a damaged {STREAM} line: {e}")))
     }
+}
+
+/// An interval line's counter that this volley cannot place.
+#[derive(Debug, thiserror::Error)]
+pub enum CounterError {
+    #[error("an unknown error kind '{0}'")]
+    Kind(String),
+    #[error("an invalid status '{0}'")]
+    Status(String),
 }
 
 impl IntervalLine {
@@ -190,7 +200,7 @@ impl IntervalLine {
     /// The counters of the interval as a snapshot, its latency histogram
     /// given (decoded from the row by whoever merges it); the service and
     /// failure times, which the row does not carry, stay empty.
-    pub fn snapshot(&self, latency: hdrhistogram::Histogram<u64>) -> Result<Snapshot, String> {
+    pub fn snapshot(&self, latency: hdrhistogram::Histogram<u64>) -> Result<Snapshot, CounterError> {
         let mut snap = Snapshot {
             requests: self.row.requests,
             ok: self.ok,
@@ -201,7 +211,7 @@ impl IntervalLine {
             let kind = ErrorKind::ALL
                 .iter()
                 .find(|k| k.name() == name)
-                .ok_or_else(|| format!("an unknown error kind '{name}'"))?;
+                .ok_or_else(|| CounterError::Kind(name.clone()))?;
             snap.errors[*kind as usize] = *n;
         }
         for (code, n) in &self.status {
@@ -209,7 +219,7 @@ impl IntervalLine {
                 .parse::<usize>()
                 .ok()
                 .filter(|c| *c < snap.status.len())
-                .ok_or_else(|| format!("an invalid status '{code}'"))?;
+                .ok_or_else(|| CounterError::Status(code.clone()))?;
             snap.status[slot] = *n;
         }
         if !latency.is_empty() {

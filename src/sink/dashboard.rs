@@ -52,7 +52,10 @@ pub struct Dashboard {
 
 impl Dashboard {
     /// Serves the dashboard on `addr` and says where, on stderr.
-    pub fn start(addr: SocketAddr, priority: crate::sys::ThreadPriority) -> Result<Dashboard, String> {
+    pub fn start(
+        addr: SocketAddr,
+        priority: crate::sys::ThreadPriority,
+    ) -> Result<Dashboard, super::SinkError> {
         let hub = Arc::new(server::Hub::default());
         let (server, bound) = server::start(addr, Arc::clone(&hub), live_page(), priority)?;
         eprintln!("dashboard: http://{bound}/ (live until the run ends)");

@@ -8,6 +8,7 @@
 //! its own thread's single-threaded runtime, so nothing of it runs on the
 //! engine's or the collector's threads.
 
+use super::SinkError;
 use http::{Request, Response};
 use hyper::body::{Body, Incoming};
 use std::convert::Infallible;
@@ -32,19 +33,18 @@ pub struct Naming {
     pub thread: &'static str,
     /// The prefix of setup errors, e.g. `dashboard`.
     pub label: &'static str,
+    /// What it serves, in the error when its address cannot be bound,
+    /// e.g. `the dashboard`.
+    pub served: &'static str,
+    /// What to give instead of an address that cannot be bound.
+    pub hint: &'static str,
     /// Where its thread runs.
     pub priority: crate::sys::ThreadPriority,
 }
 
-/// Binds `addr` now, so that a bad address fails before the run, with the
-/// line `bind_error` makes of the failure, then answers every request with
-/// `route` from a thread of its own.
-pub fn start<B, R>(
-    addr: SocketAddr,
-    naming: Naming,
-    bind_error: impl FnOnce(std::io::Error) -> String,
-    route: R,
-) -> Result<(Running, SocketAddr), String>
+/// Binds `addr` now, so that a bad address fails before the run, then
+/// answers every request with `route` from a thread of its own.
+pub fn start<B, R>(addr: SocketAddr, naming: Naming, route: R) -> Result<(Running, SocketAddr), SinkError>
 where
     R: Fn(&Request<Incoming>) -> Response<B> + Send + Sync + 'static,
     B: Body + Send + 'static,
@@ -54,12 +54,17 @@ where
     let (label, priority) = (naming.label, naming.priority);
     let listener = TcpListener::bind(addr)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(bind_error)?;
-    let bound = listener.local_addr().map_err(|e| format!("{label}: {e}"))?;
+        .map_err(|source| SinkError::Bind {
+            served: naming.served,
+            addr,
+            hint: naming.hint,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|e| SinkError::Address(label, e))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
-        .map_err(|e| format!("{label}: cannot start its runtime: {e}"))?;
+        .map_err(|e| SinkError::Runtime(label, e))?;
     let (stop, mut stopped) = watch::channel(false);
     let route = Arc::new(route);
     std::thread::Builder::new()
@@ -90,6 +95,9 @@ where
                 }
             });
         })
-        .map_err(|e| format!("{label}: cannot start its thread: {e}"))?;
+        .map_err(|source| SinkError::Thread {
+            label: label.to_string(),
+            source,
+        })?;
     Ok((Running { stop }, bound))
 }

@@ -26,7 +26,7 @@ use crate::engine::Observer;
 use crate::monitor::ProcSample;
 use crate::recorder::Snapshot;
 use crate::report::{OutputReport, Report};
-use delivery::{Delivery, Post, Wire};
+use delivery::{Delivery, EncodeError, Post, Wire};
 use model::{Batch, Point, Source};
 use remote_write::HistogramMode;
 use std::collections::BTreeMap;
@@ -79,6 +79,28 @@ pub fn generate_run_id() -> String {
     format!("{:x}-{:04x}", now.as_secs(), mix & 0xffff)
 }
 
+/// A metric flag that does not fit; the value is quoted as given.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsFlagError {
+    #[error("--run-id is empty: give a name, e.g. --run-id nightly-42")]
+    EmptyRunId,
+    #[error("invalid --tag '{0}': use key=value, e.g. --tag env=staging")]
+    TagForm(String),
+    #[error(
+        "invalid --tag '{0}': the key must be letters, digits and _ (not starting with a digit or __) and not one of {reserved}",
+        reserved = RESERVED.join(", ")
+    )]
+    TagKey(String),
+    #[error("--tag {0} is given twice: give each key once")]
+    TagTwice(String),
+    #[error("invalid --out '{0}': use prometheus=URL (remote write) or otlp=URL (OTLP over HTTP)")]
+    Out(String),
+    #[error(
+        "invalid --out '{0}': the URL must be http://HOST:PORT/PATH (https receivers are not supported yet)"
+    )]
+    OutUrl(String),
+}
+
 impl MetricsSpec {
     /// Resolves `--run-id`, `--tag`, `--out` and `--metrics-addr`.
     pub fn parse(
@@ -86,29 +108,22 @@ impl MetricsSpec {
         tags: &[String],
         outputs: &[String],
         scrape: Option<SocketAddr>,
-    ) -> Result<MetricsSpec, String> {
+    ) -> Result<MetricsSpec, MetricsFlagError> {
         let run_id = match run_id {
-            Some(id) if id.trim().is_empty() => {
-                return Err("--run-id is empty: give a name, e.g. --run-id nightly-42".into());
-            }
+            Some(id) if id.trim().is_empty() => return Err(MetricsFlagError::EmptyRunId),
             Some(id) => id.to_string(),
             None => generate_run_id(),
         };
         let mut parsed_tags: Vec<(String, String)> = Vec::new();
         for tag in tags {
             let Some((key, value)) = tag.split_once('=') else {
-                return Err(format!(
-                    "invalid --tag '{tag}': use key=value, e.g. --tag env=staging"
-                ));
+                return Err(MetricsFlagError::TagForm(tag.clone()));
             };
             if !valid_label_name(key) || RESERVED.contains(&key) {
-                return Err(format!(
-                    "invalid --tag '{tag}': the key must be letters, digits and _ (not starting with a digit or __) and not one of {}",
-                    RESERVED.join(", ")
-                ));
+                return Err(MetricsFlagError::TagKey(tag.clone()));
             }
             if parsed_tags.iter().any(|(k, _)| k == key) {
-                return Err(format!("--tag {key} is given twice: give each key once"));
+                return Err(MetricsFlagError::TagTwice(key.to_string()));
             }
             parsed_tags.push((key.to_string(), value.to_string()));
         }
@@ -117,18 +132,12 @@ impl MetricsSpec {
             let (kind, url) = match out.split_once('=') {
                 Some(("prometheus", url)) => (OutputKind::Prometheus, url),
                 Some(("otlp", url)) => (OutputKind::Otlp, url),
-                _ => {
-                    return Err(format!(
-                        "invalid --out '{out}': use prometheus=URL (remote write) or otlp=URL (OTLP over HTTP)"
-                    ));
-                }
+                _ => return Err(MetricsFlagError::Out(out.clone())),
             };
             let url = url::Url::parse(url)
                 .ok()
                 .filter(|u| u.scheme() == "http" && u.host().is_some())
-                .ok_or_else(|| {
-                    format!("invalid --out '{out}': the URL must be http://HOST:PORT/PATH (https receivers are not supported yet)")
-                })?;
+                .ok_or_else(|| MetricsFlagError::OutUrl(out.clone()))?;
             let url = match kind {
                 OutputKind::Otlp => otlp::endpoint(&url),
                 OutputKind::Prometheus => url,
@@ -155,9 +164,9 @@ struct PrometheusWire {
 }
 
 impl Wire for PrometheusWire {
-    fn encode(&self, batch: &Batch) -> Result<Post, String> {
+    fn encode(&self, batch: &Batch) -> Result<Post, EncodeError> {
         Ok(Post {
-            body: remote_write::body(batch, self.mode)?,
+            body: remote_write::body(batch, self.mode).map_err(EncodeError::Compress)?,
             headers: vec![
                 ("content-type", "application/x-protobuf"),
                 ("content-encoding", "snappy"),
@@ -190,7 +199,7 @@ impl Wire for PrometheusWire {
 struct OtlpWire;
 
 impl Wire for OtlpWire {
-    fn encode(&self, batch: &Batch) -> Result<Post, String> {
+    fn encode(&self, batch: &Batch) -> Result<Post, EncodeError> {
         Ok(Post {
             body: otlp::body(batch),
             headers: vec![
@@ -233,7 +242,10 @@ pub struct Metrics {
 
 impl Metrics {
     /// Starts the outputs' threads and binds the endpoint; says where.
-    pub fn start(spec: &MetricsSpec, priority: crate::sys::ThreadPriority) -> Result<Metrics, String> {
+    pub fn start(
+        spec: &MetricsSpec,
+        priority: crate::sys::ThreadPriority,
+    ) -> Result<Metrics, super::SinkError> {
         let mut deliveries = Vec::new();
         for (kind, url) in &spec.outputs {
             let wire: Box<dyn Wire> = match kind {
@@ -392,7 +404,9 @@ mod tests {
             (vec![], vec!["kafka=http://x".to_string()]),
             (vec![], vec!["otlp=https://example.com".to_string()]),
         ] {
-            let err = MetricsSpec::parse(None, &tags, &outs, None).unwrap_err();
+            let err = MetricsSpec::parse(None, &tags, &outs, None)
+                .unwrap_err()
+                .to_string();
             assert!(err.starts_with("invalid --"), "{err}");
         }
         assert!(

@@ -81,12 +81,12 @@ impl Stream {
         destination: &Destination,
         plan: &Plan,
         priority: crate::sys::ThreadPriority,
-    ) -> Result<Stream, String> {
+    ) -> Result<Stream, super::SinkError> {
         let name = destination.name();
         let out: Box<dyn Write + Send> = match destination {
             Destination::Stdout => Box::new(std::io::stdout()),
             Destination::File(path) => Box::new(std::io::BufWriter::new(
-                std::fs::File::create(path).map_err(|e| format!("cannot write the stream to {name}: {e}"))?,
+                std::fs::File::create(path).map_err(|e| super::SinkError::StreamFile(name.clone(), e))?,
             )),
         };
         let (queue, lines) = std::sync::mpsc::sync_channel(QUEUE);
@@ -99,7 +99,10 @@ impl Stream {
                 write_lines(&lines, out, &writer_name);
                 let _ = done.send(());
             })
-            .map_err(|e| format!("cannot start the stream's writer thread: {e}"))?;
+            .map_err(|source| super::SinkError::Thread {
+                label: "the stream's writer".to_string(),
+                source,
+            })?;
         let mut stream = Stream {
             name,
             queue: Some(queue),
@@ -280,6 +283,7 @@ mod tests {
         )
         .err()
         .unwrap();
+        let err = crate::error::line(&err);
         assert!(
             err.starts_with("cannot write the stream to '/nonexistent/dir/s.jsonl'"),
             "{err}"

@@ -201,19 +201,16 @@ pub fn start(
     hub: Arc<Hub>,
     page: String,
     priority: crate::sys::ThreadPriority,
-) -> Result<(Server, SocketAddr), String> {
+) -> Result<(Server, SocketAddr), crate::sink::SinkError> {
     let page = Bytes::from(page);
     crate::sink::endpoint::start(
         addr,
         crate::sink::endpoint::Naming {
             thread: "volley-dashboard",
             label: "dashboard",
+            served: "the dashboard",
+            hint: "pick another address: --dashboard=127.0.0.1:PORT",
             priority,
-        },
-        |e| {
-            format!(
-                "cannot serve the dashboard on {addr}: {e} (pick another address: --dashboard=127.0.0.1:PORT)"
-            )
         },
         move |request| route(request, &hub, &page),
     )

@@ -46,9 +46,16 @@ pub enum Failure {
     Status(u16, String),
 }
 
+/// Why a batch could not be encoded for its wire.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("cannot compress a remote-write batch")]
+    Compress(#[source] snap::Error),
+}
+
 /// A wire format: turns batches into posts and may adapt to a refusal.
 pub trait Wire: Send + 'static {
-    fn encode(&self, batch: &Batch) -> Result<Post, String>;
+    fn encode(&self, batch: &Batch) -> Result<Post, EncodeError>;
     /// A refusal the format can work around (e.g. native histograms turned
     /// off): adapt and return true to resend the batch at once.
     fn adapt(&mut self, _status: u16, _body: &str) -> bool {
@@ -108,7 +115,7 @@ impl Delivery {
         url: url::Url,
         wire: Box<dyn Wire>,
         priority: crate::sys::ThreadPriority,
-    ) -> Result<Delivery, String> {
+    ) -> Result<Delivery, crate::sink::SinkError> {
         let (queue, batches) = sync_channel(QUEUE);
         let shared = Arc::new(Shared {
             tally: Mutex::new(Tally::default()),
@@ -127,7 +134,10 @@ impl Delivery {
                 priority.apply();
                 worker.run(batches)
             })
-            .map_err(|e| format!("{name} output: cannot start its thread: {e}"))?;
+            .map_err(|source| crate::sink::SinkError::Thread {
+                label: format!("{name} output"),
+                source,
+            })?;
         Ok(Delivery {
             queue: Some(queue),
             shared,
@@ -213,7 +223,7 @@ impl Worker {
                     Err(failure) => failure,
                 },
                 Err(e) => {
-                    self.warn(&e);
+                    self.warn(&crate::error::line(&e));
                     return false;
                 }
             };

@@ -260,10 +260,8 @@ fn classic(
 }
 
 /// The request body: the protobuf, snappy-compressed (block format).
-pub fn body(batch: &Batch, mode: HistogramMode) -> Result<Vec<u8>, String> {
-    snap::raw::Encoder::new()
-        .compress_vec(&write_request(batch, mode).encode_to_vec())
-        .map_err(|e| format!("cannot compress a remote-write batch: {e}"))
+pub fn body(batch: &Batch, mode: HistogramMode) -> Result<Vec<u8>, snap::Error> {
+    snap::raw::Encoder::new().compress_vec(&write_request(batch, mode).encode_to_vec())
 }
 
 /// Whether a receiver's refusal says native histograms are switched off

@@ -102,7 +102,7 @@ impl Endpoint {
     pub fn start(
         addr: SocketAddr,
         priority: crate::sys::ThreadPriority,
-    ) -> Result<(Endpoint, SocketAddr), String> {
+    ) -> Result<(Endpoint, SocketAddr), crate::sink::SinkError> {
         let page = Arc::new(Mutex::new(Bytes::new()));
         let served = Arc::clone(&page);
         let (running, bound) = crate::sink::endpoint::start(
@@ -110,12 +110,9 @@ impl Endpoint {
             crate::sink::endpoint::Naming {
                 thread: "volley-metrics",
                 label: "metrics endpoint",
+                served: "metrics",
+                hint: "pick another address: --metrics-addr 127.0.0.1:PORT",
                 priority,
-            },
-            |e| {
-                format!(
-                    "cannot serve metrics on {addr}: {e} (pick another address: --metrics-addr 127.0.0.1:PORT)"
-                )
             },
             move |request| respond(request.uri().path(), &served),
         )?;

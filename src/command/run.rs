@@ -1,0 +1,90 @@
+//! `volley run`, `volley plan` (with its listings) and `volley step`: the
+//! commands that send load from one machine.
+
+use super::{CommandError, Outcome, ended};
+use crate::cli::{PlanArgs, RunArgs, StepArgs};
+use crate::plan::Plan;
+use crate::report::text::Detail;
+use crate::run::{Output, execute};
+use crate::scenario::{TagFilter, list};
+use crate::sink::SinkSpec;
+use crate::sink::metrics::MetricsSpec;
+use crate::step::StepPlan;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// `volley run`: every URL in turn; the run that got no answer is the one
+/// named when nothing succeeded.
+pub fn run(args: &RunArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandError> {
+    let plan = Plan::from_args(args).map_err(CommandError::usage)?;
+    let output = output_of(args)?;
+    let (report, verdict) = execute(plan, &output, stop).map_err(CommandError::failed)?;
+    let dead = report.runs.iter().find(|r| r.summary.ok == 0);
+    ended(verdict, dead.map(|r| r.url.as_str()))
+}
+
+/// `volley plan FILE`: the plan file's scenario.
+pub fn plan(args: &PlanArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandError> {
+    let plan = Plan::from_plan_args(args).map_err(CommandError::usage)?;
+    let output = output_of(&args.run)?;
+    let (report, verdict) = execute(plan, &output, stop).map_err(CommandError::failed)?;
+    ended(verdict, report.runs.first().map(|r| r.url.as_str()))
+}
+
+/// `volley plan --list-tags` / `--list-tasks`: print, send nothing.
+pub fn list(args: &PlanArgs) -> Result<Outcome, CommandError> {
+    let listed = if args.list_tags {
+        list::tags(&args.file)
+    } else {
+        let filter = TagFilter {
+            tags: args.tags.clone(),
+            skip_tags: args.skip_tags.clone(),
+        };
+        list::tasks(&args.file, &filter)
+    };
+    print!("{}", listed.map_err(CommandError::failed)?);
+    Ok(Outcome::Written)
+}
+
+/// `volley step`: the levels, each an ordinary run, judged against the SLO.
+pub fn step(args: &StepArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandError> {
+    let step = StepPlan::from_args(args).map_err(CommandError::usage)?;
+    let output = output_of(&args.run)?;
+    let (report, verdict) = crate::step::execute(step, &output, stop).map_err(CommandError::failed)?;
+    ended(verdict, report.runs.first().map(|r| r.url.as_str()))
+}
+
+/// How the report is shown and saved, from the common run flags; a bad
+/// metric flag is bad usage.
+fn output_of(args: &RunArgs) -> Result<Output, CommandError> {
+    let detail = if args.quiet {
+        Detail::Quiet
+    } else if args.verbose {
+        Detail::Verbose
+    } else {
+        Detail::Normal
+    };
+    let metrics = MetricsSpec::parse(
+        args.run_id.as_deref(),
+        &args.metric_tags,
+        &args.outputs,
+        args.metrics_addr,
+    )
+    .map_err(CommandError::usage)?;
+    Ok(Output {
+        json_stdout: args.json,
+        file: args.output.clone(),
+        html: args.html.clone(),
+        detail,
+        sinks: SinkSpec {
+            dashboard: args.dashboard,
+            metrics,
+            stream: args
+                .stream
+                .as_deref()
+                .map(crate::sink::stream::Destination::parse),
+            // Set per run from its load model (`run::Session`).
+            priority: Default::default(),
+        },
+    })
+}
