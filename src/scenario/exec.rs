@@ -43,6 +43,8 @@ async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> (Ve
 
 /// Runs `command` with `bash -c`, within `timeout`; its trimmed standard
 /// output, or why it failed.
+// A step's failure in words: its message is the error text the report
+// records for the step.
 pub async fn run(command: &str, timeout: Duration) -> Result<String, String> {
     let mut child = Command::new("bash")
         .args(["-c", "--", command])

@@ -160,6 +160,8 @@ impl IterationState {
     }
 
     /// Renders `template` as text with the iteration's values.
+    // A step's failure in words: its message is the error text the report
+    // records for the step.
     pub fn render_text(&self, template: &Template) -> Result<String, String> {
         template.render_string(&self.scope())
     }
@@ -170,6 +172,8 @@ impl IterationState {
     }
 
     /// Checks an `assert`: `Err` holds the failure as users read it.
+    // A step's failure in words: its message is the error text the report
+    // records for the step.
     pub fn check(&self, name: &str, key: &VarRef, expected: &Template) -> Result<(), String> {
         let scope = self.scope();
         let mut actual = Vec::new();

@@ -55,6 +55,7 @@ pub trait Names {
 
 /// Parses a reference like `foo.body.id` into a [`VarRef`], or the text an
 /// environment variable or `base` stands for.
+// A leaf parser: its message is the value.
 pub fn resolve(expr: &str, names: &dyn Names) -> Result<Result<VarRef, String>, String> {
     let expr = expr.trim();
     let segments = path_segments(expr);
@@ -147,6 +148,7 @@ pub fn path_segments(expr: &str) -> Option<Vec<String>> {
 
 impl Template {
     /// Compiles `text`; names are resolved through `names`.
+    // A leaf parser: its message is the value.
     pub fn compile(text: &str, names: &dyn Names) -> Result<Template, String> {
         let mut parts = Vec::new();
         let mut rest = text;
@@ -185,6 +187,8 @@ impl Template {
     }
 
     /// Renders into `out` (appending); a missing value is an error naming it.
+    // A step's failure in words: its message is the error text the report
+    // records for the step.
     pub fn render(&self, scope: &dyn Scope, out: &mut Vec<u8>) -> Result<(), String> {
         for part in &self.parts {
             match part {
@@ -196,6 +200,8 @@ impl Template {
     }
 
     /// Renders to a new string (for values that are kept, not sent).
+    // A step's failure in words: its message is the error text the report
+    // records for the step.
     pub fn render_string(&self, scope: &dyn Scope) -> Result<String, String> {
         let mut out = Vec::new();
         self.render(scope, &mut out)?;
@@ -206,6 +212,8 @@ impl Template {
 /// The values of one moment of an iteration.
 pub trait Scope {
     /// Appends the value of `var` to `out`.
+    // A step's failure in words: its message is the error text the report
+    // records for the step.
     fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), String>;
 }
 
