@@ -293,13 +293,18 @@ pub fn wait_for_start(
         }
         let secs = left.as_secs();
         if last_shown != Some(secs) && (tty || last_shown.is_none()) {
-            eprint!(
+            let line = format!(
                 "{}starting at {} (in {}s){}",
                 if tty { "\r" } else { "" },
                 humantime::format_rfc3339_millis(start_at.at),
                 secs + u64::from(left.subsec_nanos() > 0),
                 if tty { "   " } else { "\n" }
             );
+            // One write: in a pod, stderr and a `--stream -` on stdout share
+            // one log file, and `eprint!` writes its pieces one by one, so
+            // the stream's header (written meanwhile by its own thread)
+            // could land inside this line and be lost to a follower.
+            let _ = std::io::stderr().write_all(line.as_bytes());
             last_shown = Some(secs);
         }
         // Short sleeps near the end keep the start within a millisecond.

@@ -328,7 +328,7 @@ fn collect(
             .and_then(|log| {
                 log.lines()
                     .rev()
-                    .find(|l| !l.trim().is_empty() && crate::report::stream::Line::parse(l).is_none())
+                    .find(|l| !l.trim().is_empty() && crate::report::stream::Line::find(l).is_none())
                     .map(str::to_string)
             })
             .unwrap_or_default();

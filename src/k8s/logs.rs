@@ -88,8 +88,7 @@ fn read(stdout: impl std::io::Read, pod: &str, index: u32, skip: u64, to: &Sende
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let text = String::from_utf8_lossy(&bytes);
-        match Line::parse(&text) {
+        match Line::find(&String::from_utf8_lossy(&bytes)) {
             None => {}
             Some(Ok(line)) => {
                 seen += 1;

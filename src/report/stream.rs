@@ -153,6 +153,15 @@ impl Line {
         }
         Some(serde_json::from_str(text).map_err(|e| format!("a damaged {STREAM} line: {e}")))
     }
+
+    /// Reads the stream line in one line of a log that holds other text
+    /// too: a pod's log is its stdout and stderr in one file, and a line
+    /// another write began still carries the stream line after its text.
+    /// `None` when it holds no stream line.
+    // A leaf parser: its message is the value.
+    pub fn find(text: &str) -> Option<Result<Line, String>> {
+        Line::parse(&text[text.find(PREFIX)?..])
+    }
 }
 
 /// An interval line's counter that this volley cannot place.
@@ -283,6 +292,17 @@ mod tests {
         assert_eq!(back.errors_by_kind["reset"], 1);
         assert_eq!(back.status["204"], 1);
         assert_eq!(back.min_ms, 0.9);
+    }
+
+    #[test]
+    fn a_log_line_begun_by_other_text_still_gives_its_stream_line() {
+        let (row, snap) = interval();
+        let line = Line::Interval(Box::new(IntervalLine::new(0, 1, row, Vec::new(), &snap)));
+        let text = String::from_utf8(line.encode()).unwrap();
+        let mixed = format!("starting at 2026-11-25T18:00:00.000Z{text}\n");
+        assert_eq!(Line::parse(&mixed), None, "not at the start of the line");
+        assert_eq!(Line::find(&mixed), Some(Ok(line)));
+        assert_eq!(Line::find(" (in 3s)\n"), None);
     }
 
     #[test]
