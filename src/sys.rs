@@ -224,13 +224,30 @@ pub fn ensure_open_files(needed: u64) -> Result<(), OpenFilesError> {
     Ok(())
 }
 
-/// Seconds as a `Duration`, never negative.
+/// The longest span [`secs`] gives: about 31 years, far past any run,
+/// and small enough to add to any `Instant`.
+const LONGEST_SECS: f64 = 1e9;
+
+/// Seconds as a `Duration`, never negative and never past
+/// about 31 years: what a stream line or report says may be anything
+/// (NaN is zero), and `Duration::from_secs_f64` panics out of range.
 pub fn secs(d: f64) -> Duration {
-    Duration::from_secs_f64(d.max(0.0))
+    let d = if d.is_nan() { 0.0 } else { d };
+    Duration::from_secs_f64(d.clamp(0.0, LONGEST_SECS))
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn any_number_of_seconds_is_a_duration() {
+        assert_eq!(secs(1.5), Duration::from_millis(1500));
+        assert_eq!(secs(-3.0), Duration::ZERO);
+        assert_eq!(secs(f64::NAN), Duration::ZERO);
+        assert_eq!(secs(1e300), Duration::from_secs(1_000_000_000));
+        assert_eq!(secs(f64::INFINITY), Duration::from_secs(1_000_000_000));
+        let _ = std::time::Instant::now() + secs(f64::MAX);
+    }
+
     use super::*;
 
     #[test]

@@ -96,7 +96,7 @@ impl Observer for AbortOnFail<'_> {
 
     fn row(&mut self, row: &SeriesRow, steps: &[SeriesRow]) {
         self.inner.row(row, steps);
-        self.elapsed = Duration::from_secs_f64(row.t_s.max(0.0));
+        self.elapsed = crate::sys::secs(row.t_s);
     }
 
     /// Judged once per finished interval, on everything measured up to its

@@ -374,7 +374,7 @@ impl Board {
             .as_ref()
             .map(|h| (h.interval_s, h.plan["delay_s"].as_f64()));
         let (interval, delay) = plan.map_or((0.0, 0.0), |(i, d)| (i, d.unwrap_or(0.0)));
-        GONE_AFTER_MIN.max(Duration::from_secs_f64(3.0 * interval + delay))
+        GONE_AFTER_MIN.max(crate::sys::secs(3.0 * interval + delay))
     }
 
     /// Declares gone the shards that fell silent, and shows every interval

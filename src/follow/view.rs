@@ -68,7 +68,7 @@ impl Views {
                     .into_iter()
                     .flatten()
                     .filter_map(Value::as_f64)
-                    .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+                    .map(|ms| crate::sys::secs(ms / 1000.0))
                     .collect();
                 self.open_model = plan["rate"].is_number();
                 self.step_names = plan["scenario"]["steps"]
@@ -86,7 +86,7 @@ impl Views {
                 self.live = LiveView::new(
                     self.text,
                     self.text && self.tty,
-                    run.planned_s.map(Duration::from_secs_f64),
+                    run.planned_s.map(crate::sys::secs),
                 );
                 self.live.step_names = self.step_names.clone();
                 let gap = if run.run > 0 { "\n" } else { "" };
@@ -137,7 +137,7 @@ impl Views {
                 if let Some(dashboard) = &mut self.dashboard {
                     let summary = Summary::new(
                         &total,
-                        Duration::from_secs_f64(elapsed_s.max(0.0)),
+                        crate::sys::secs(elapsed_s),
                         CpuTime::default(),
                         self.threads,
                         &self.buckets,
@@ -153,7 +153,7 @@ impl Views {
     pub fn tick(&mut self) {
         if let Some(shown) = &self.last {
             use crate::engine::Observer as _;
-            let elapsed = Duration::from_secs_f64(shown.row.t_s.max(0.0));
+            let elapsed = crate::sys::secs(shown.row.t_s);
             self.live.tick(elapsed, &shown.total, Some(&shown.row));
         }
     }

@@ -105,9 +105,9 @@ impl Reader<'_> {
         let text = text.trim();
         if let Ok(secs) = text.parse::<f64>()
             && secs >= 0.0
-            && secs.is_finite()
+            && let Ok(duration) = Duration::try_from_secs_f64(secs)
         {
-            return Ok(Duration::from_secs_f64(secs));
+            return Ok(duration);
         }
         humantime::parse_duration(text).map_err(|_| {
             self.err(

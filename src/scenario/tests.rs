@@ -305,6 +305,10 @@ fn malformed_files_are_errors_with_line_and_key() {
             "'rampup' must be seconds or a duration",
         ),
         (
+            "rampup: 1e300\nplan:\n  - name: a\n    request: {url: /}\n",
+            "'rampup' must be seconds or a duration",
+        ),
+        (
             "plan:\n  - name: a\n    request: {url: /}\n    tags: {a: b}\n",
             "'tags' must be a list",
         ),

@@ -113,7 +113,7 @@ impl Dashboard {
     /// `shards`, each shard's standing.
     fn interval(&mut self, row: Value, total: &Snapshot, shards: Option<Value>, no_service: bool) {
         let Some(current) = &self.current else { return };
-        let elapsed = Duration::from_secs_f64(row["t_s"].as_f64().unwrap_or(0.0).max(0.0));
+        let elapsed = crate::sys::secs(row["t_s"].as_f64().unwrap_or(0.0));
         let summary = Summary::new(
             total,
             elapsed,
