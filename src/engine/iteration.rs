@@ -53,7 +53,43 @@ pub async fn run(
         intended: Some(ticket.intended),
     };
     for step in &scenario.steps {
-        if !walk.step(step).await {
+        let started = Instant::now();
+        // Inline, not an async fn per step: a step's future holds the
+        // request's round trip, and one more async layer would move it
+        // once more per request.
+        let ok = match &step.kind {
+            StepKind::Delay(d) => {
+                tokio::time::sleep(*d).await;
+                true
+            }
+            StepKind::Assign { slot, value } => match walk.state.render_text(value) {
+                Ok(text) => {
+                    walk.state.set_text(*slot, text);
+                    true
+                }
+                Err(e) => {
+                    let message = format!("'{}': {e}", step.name);
+                    walk.fail(step.stat, &text_error(ErrorKind::Assert, message), started);
+                    false
+                }
+            },
+            StepKind::Assert { key, expected } => {
+                if let Err(message) = walk.state.check(&step.name, key, expected) {
+                    walk.fail(step.stat, &text_error(ErrorKind::Assert, message), started);
+                }
+                true
+            }
+            StepKind::Exec { command, assign } => {
+                // Boxed: a child process's future is kilobytes, and an
+                // unboxed one would widen every connection loop's future
+                // (10,000 connections: 64 MB became 218 MB of peak RSS)
+                // even in runs with no `exec`; one allocation beside a
+                // process spawn is nothing.
+                Box::pin(walk.exec(step, command, *assign, started)).await
+            }
+            StepKind::Request(request) => walk.send_all(step.stat, request).await,
+        };
+        if !ok {
             break;
         }
     }
@@ -64,43 +100,6 @@ pub async fn run(
 }
 
 impl Walk<'_> {
-    /// Takes one step; false if it failed in a way that ends the iteration.
-    async fn step(&mut self, step: &Step) -> bool {
-        let started = Instant::now();
-        match &step.kind {
-            StepKind::Delay(d) => {
-                tokio::time::sleep(*d).await;
-                true
-            }
-            StepKind::Assign { slot, value } => match self.state.render_text(value) {
-                Ok(text) => {
-                    self.state.set_text(*slot, text);
-                    true
-                }
-                Err(e) => {
-                    let message = format!("'{}': {e}", step.name);
-                    self.fail(step.stat, &text_error(ErrorKind::Assert, message), started);
-                    false
-                }
-            },
-            StepKind::Assert { key, expected } => {
-                if let Err(message) = self.state.check(&step.name, key, expected) {
-                    self.fail(step.stat, &text_error(ErrorKind::Assert, message), started);
-                }
-                true
-            }
-            StepKind::Exec { command, assign } => {
-                // Boxed: a child process's future is kilobytes, and an
-                // unboxed one would widen every connection loop's future
-                // (10,000 connections: 64 MB became 218 MB of peak RSS)
-                // even in runs with no `exec`; one allocation beside a
-                // process spawn is nothing.
-                Box::pin(self.exec(step, command, *assign, started)).await
-            }
-            StepKind::Request(request) => self.send_all(step.stat, request).await,
-        }
-    }
-
     /// Records a failed step (and notes its example).
     fn fail(&self, stat: usize, err: &RequestError, from: Instant) {
         let mut recorder = self.ctx.recorder.borrow_mut();
