@@ -65,6 +65,17 @@ pub struct ManArgs {
     pub dir: PathBuf,
 }
 
+/// How the workers wait on their sockets (`--io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoChoice {
+    /// io_uring where the kernel and the sandbox allow it, epoll otherwise.
+    Auto,
+    /// io_uring (still epoll, with a note, where it is refused).
+    Uring,
+    /// epoll readiness, as tokio drives it.
+    Epoll,
+}
+
 /// What `volley import` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ImportKind {
@@ -342,6 +353,19 @@ pub struct RunArgs {
     /// Speak HTTP/1.1 only, also where the server offers HTTP/2.
     #[arg(long = "http1.1")]
     pub http1_1: bool,
+    /// How the workers wait on their sockets: io_uring (completions, fewer
+    /// system calls) where the kernel allows it, epoll otherwise. A refused
+    /// io_uring (an old kernel, a container's seccomp profile) falls back to
+    /// epoll with a note; set VOLLEY_IO=epoll where a sandbox kills a
+    /// process that asks for io_uring.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        env = "VOLLEY_IO",
+        value_name = "BACKEND"
+    )]
+    pub io: IoChoice,
     /// HTTP/2 streams in flight per connection: -c 10 --streams 100 keeps
     /// 1000 requests in flight over 10 connections.
     #[arg(long, default_value_t = 1, value_name = "N")]

@@ -7,7 +7,7 @@
 
 use crate::http1::{BodySink, ResponseReader};
 use crate::http2::H2Request;
-use crate::net::Stream;
+use crate::net::{Stream, Transport};
 use crate::request::{Fields, Request};
 use crate::scenario::template::{Names, Scope, Template, VarRef};
 use std::pin::Pin;
@@ -97,7 +97,7 @@ pub fn http2_server_bytes(data: &[u8]) {
             tokio::net::TcpStream::from_std(client).expect("a tokio socket")
         })
     });
-    crate::http2::conn::feed_server_bytes(Stream::Plain(io), &request, rest, piece * 64);
+    crate::http2::conn::feed_server_bytes(Stream::Plain(Transport::Epoll(io)), &request, rest, piece * 64);
 }
 
 /// HPACK header blocks: the input split at 0xff bytes into blocks decoded

@@ -456,6 +456,11 @@ fn merge_run(parts: &[&RunReport]) -> Result<RunReport, Mismatch> {
     Ok(RunReport {
         url: first.url.clone(),
         protocol: first.protocol.clone(),
+        // One backend when every shard ran on it; none when they differ.
+        io: first
+            .io
+            .clone()
+            .filter(|io| parts.iter().all(|p| p.io.as_ref() == Some(io))),
         load: None,
         warmup: (!warmups.is_empty()).then(|| {
             let requests = warmups.iter().map(|w| w.requests).sum();

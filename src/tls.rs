@@ -13,7 +13,7 @@ use rustls::sign::CertifiedKey;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsConnector;
 
 mod errors;
@@ -319,8 +319,8 @@ impl TlsSetup {
         }
     }
 
-    pub fn handshake(&self, tcp: TcpStream) -> tokio_rustls::Connect<TcpStream> {
-        self.connector.connect(self.server_name.clone(), tcp)
+    pub fn handshake<IO: AsyncRead + AsyncWrite + Unpin>(&self, io: IO) -> tokio_rustls::Connect<IO> {
+        self.connector.connect(self.server_name.clone(), io)
     }
 }
 

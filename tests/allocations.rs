@@ -135,8 +135,14 @@ fn allocations_of_run(plan: &Plan, requests: u64) -> u64 {
 #[test]
 fn allocations_do_not_grow_with_requests() {
     let target = target();
-    // HTTP/1.1, and HTTP/2 (h2c) with several streams per connection.
-    let protocols: [&[&str]; 2] = [&[], &["--http2", "--streams", "4"]];
+    // HTTP/1.1, and HTTP/2 (h2c) with several streams per connection, on
+    // each I/O backend (io_uring runs as epoll where it is refused).
+    let protocols: [&[&str]; 4] = [
+        &["--io", "uring"],
+        &["--io", "uring", "--http2", "--streams", "4"],
+        &["--io", "epoll"],
+        &["--io", "epoll", "--http2", "--streams", "4"],
+    ];
     for protocol in protocols {
         for path in ["/hi", "/bytes/100000"] {
             let url = format!("{}{path}", target.base);
@@ -192,7 +198,12 @@ fn plan_requests_allocate_nothing_per_request() {
         target.base
     );
     std::fs::write(&file, plan).unwrap();
-    let protocols: [&[&str]; 2] = [&[], &["--http2", "--streams", "4"]];
+    let protocols: [&[&str]; 4] = [
+        &["--io", "uring"],
+        &["--io", "uring", "--http2", "--streams", "4"],
+        &["--io", "epoll"],
+        &["--io", "epoll", "--http2", "--streams", "4"],
+    ];
     for protocol in protocols {
         plan_allocations_for(500, &file, protocol);
         let small = plan_allocations_for(2_000, &file, protocol);

@@ -182,6 +182,8 @@ pub struct RunResult {
     pub interrupted: bool,
     /// The protocol spoken: `http/1.1`, `h2` or `h2c`.
     pub protocol: &'static str,
+    /// How the workers waited on their sockets: `io_uring` or `epoll`.
+    pub io: &'static str,
 }
 
 /// Watches a run as it goes, on the run's collecting thread (a thread of
@@ -470,6 +472,7 @@ pub fn run(
         threads,
         interrupted,
         protocol: settled.name,
+        io: plan.transport.io.backend.name(),
     })
 }
 

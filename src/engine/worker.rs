@@ -12,7 +12,9 @@ use super::exchange::WorkerCtx;
 use super::feed::{ClosedFeed, Feed, OpenFeed};
 use super::{LoadModel, Shared, WorkerMsg};
 use crate::http1::BodySink;
+use crate::net::Backend;
 use crate::net::Connector;
+use crate::net::uring::Ring;
 use crate::recorder::{Recorder, Snapshot};
 use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
@@ -94,12 +96,24 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     };
     // Feeds register their timer with this runtime's reactor.
     let _entered = runtime.enter();
+    let mut connector = Connector::new(
+        &shared.target,
+        shared.tls.clone(),
+        shared.transport.connect_timeout,
+    );
+    if shared.transport.io.backend == Backend::Uring {
+        match Ring::new(spec.connections + spec.may_add) {
+            Ok(ring) => connector = connector.on_ring(ring),
+            // The probe passed but this ring was refused (a limit on locked
+            // memory or on rings): this worker runs on epoll, the run goes on.
+            Err(err) => eprintln!(
+                "note: worker {} runs on epoll: io_uring refused its ring ({err})",
+                spec.id
+            ),
+        }
+    }
     let ctx = WorkerCtx {
-        connector: Connector::new(
-            &shared.target,
-            shared.tls.clone(),
-            shared.transport.connect_timeout,
-        ),
+        connector,
         recorder: RefCell::new(Recorder::with_steps(
             shared.scenario.as_ref().map_or(0, |s| s.stat_names.len()),
         )),
@@ -118,7 +132,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
         // The schedule starts at full rate: its connections must be open by
         // then (see `open_connections`).
         let within = ctx.shared.transport.connect_timeout.min(PRECONNECT_AT_MOST);
-        runtime.block_on(async {
+        block_on(&runtime, &ctx, async {
             tokio::select! {
                 _ = open_connections(&ctx, &mut slots, within) => {}
                 _ = stop_requested(&ctx) => {}
@@ -130,7 +144,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
         let began = Instant::now();
         // The warm-up runs at the plain load (no ramp).
         let feed = feed_for(&ctx.shared, &spec, &limit, began, false);
-        slots = runtime.block_on(async {
+        slots = block_on(&runtime, &ctx, async {
             // At the warm-up's end no new request starts but those in flight
             // finish, so the connections stay usable for the measured phase.
             tokio::select! {
@@ -153,7 +167,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     let deadline = spec.measured.duration.map(|d| start + d);
     let feed = feed_for(&ctx.shared, &spec, &spec.measured, start, true);
     let next_index = Cell::new(0u64);
-    runtime.block_on(async {
+    block_on(&runtime, &ctx, async {
         // `biased`: when the deadline and an interval tick fall due together,
         // the deadline wins and the last interval is reported whole. The
         // pacer comes before the connections: a ticket falls due on its
@@ -179,6 +193,15 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
         elapsed,
         cpu,
     });
+}
+
+/// Runs a phase on the worker's runtime, and on its ring when its sockets
+/// are driven by io_uring.
+fn block_on<F: Future>(runtime: &tokio::runtime::Runtime, ctx: &WorkerCtx, work: F) -> F::Output {
+    match ctx.connector.ring() {
+        Some(ring) => runtime.block_on(ring.run(work)),
+        None => runtime.block_on(work),
+    }
 }
 
 /// Runs `work`, then waits forever: the pacer finishing must not end the

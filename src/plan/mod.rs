@@ -126,6 +126,9 @@ pub struct Transport<Tls = crate::tls::TlsOptions> {
     pub http: HttpVersion,
     /// HTTP/2 streams in flight per connection.
     pub streams: usize,
+    /// io_uring or epoll, settled on this machine (not recorded: like the
+    /// thread count, it belongs to the machine, not to the plan).
+    pub io: crate::net::Io,
 }
 
 /// What is measured and how the run is judged.

@@ -341,6 +341,7 @@ impl RunSpec {
                     HttpVersion::Auto
                 },
                 streams: args.streams,
+                io: crate::net::Io::settle(args.io),
             },
             reporting: Reporting {
                 interval,

@@ -139,6 +139,10 @@ pub struct RunReport {
     pub url: String,
     /// The protocol spoken: `http/1.1`, `h2` (over TLS) or `h2c`.
     pub protocol: String,
+    /// How the workers waited on their sockets: `io_uring` or `epoll`
+    /// (absent in older reports and in merged ones whose shards differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
     /// `volley step`: the level of load of this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<f64>,
@@ -470,6 +474,7 @@ impl RunReport {
         RunReport {
             url: url.to_string(),
             protocol: result.protocol.to_string(),
+            io: Some(result.io.to_string()),
             load: None,
             warmup: result.warmup.as_ref().map(PhaseTotals::from_phase),
             summary: Summary::new(

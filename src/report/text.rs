@@ -173,19 +173,27 @@ pub fn run_banner(report: &Report, url: &str) -> String {
     if plan.transport.streams > 1 {
         growth += &format!(" x {} streams", plan.transport.streams);
     }
-    match &plan.request.scenario {
+    let io = &plan.transport.io;
+    let mut header = match &plan.request.scenario {
         Some(sc) => format!(
-            "volley plan {} ({} steps) on {url}\n  {load}{growth} on {} threads, {}, {mode}",
+            "volley plan {} ({} steps) on {url}\n  {load}{growth} on {} threads, {}, {mode}, {}",
             sc.file.display(),
             sc.stat_names.len(),
             plan.load.threads,
-            stop.replace("requests", "iterations")
+            stop.replace("requests", "iterations"),
+            io.backend.name()
         ),
         None => format!(
-            "volley {url}\n  {load}{growth} on {} threads, {stop}, {} {mode}",
-            plan.load.threads, plan.request.method
+            "volley {url}\n  {load}{growth} on {} threads, {stop}, {} {mode}, {}",
+            plan.load.threads,
+            plan.request.method,
+            io.backend.name()
         ),
+    };
+    if let Some(why) = &io.refused {
+        header += &format!("\n  note: {why}");
     }
+    header
 }
 
 /// `10s:100,30s:100` as written.
@@ -224,7 +232,11 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
         thousands(s.ok),
         thousands(s.errors)
     );
-    let _ = writeln!(out, "  protocol     {}", run.protocol);
+    match &run.io {
+        Some(io) => writeln!(out, "  protocol     {} (on {io})", run.protocol),
+        None => writeln!(out, "  protocol     {}", run.protocol),
+    }
+    .ok();
     let _ = writeln!(out, "  elapsed      {:.2} s", s.elapsed_s);
     let _ = writeln!(
         out,

@@ -12,6 +12,7 @@ mod html;
 mod http2;
 mod import;
 mod import_browser;
+mod io;
 mod k8s;
 mod load;
 mod metrics;

@@ -1,6 +1,10 @@
 //! Opening connections: TCP with a connect timeout, optionally wrapped in
-//! TLS as configured by [`crate::tls::TlsSetup`].
+//! TLS as configured by [`crate::tls::TlsSetup`], each driven by tokio's
+//! epoll reactor or by the worker's io_uring ([`uring`]).
 
+pub mod uring;
+
+use crate::cli::IoChoice;
 use crate::recorder::Recorder;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use crate::target::Target;
@@ -8,17 +12,111 @@ use crate::tls::TlsSetup;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
+use uring::{Ring, RingSocket};
+
+/// How a run's workers wait on their sockets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Completions, through one io_uring per worker ([`uring`]).
+    Uring,
+    /// Readiness, through tokio's epoll reactor.
+    Epoll,
+}
+
+impl Backend {
+    /// As the header and the reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Uring => "io_uring",
+            Backend::Epoll => "epoll",
+        }
+    }
+}
+
+/// A run's backend, and why io_uring was refused where it was wanted.
+#[derive(Clone, Debug)]
+pub struct Io {
+    pub backend: Backend,
+    pub refused: Option<String>,
+}
+
+impl Io {
+    /// Settles `--io` on this machine: io_uring only where [`uring::probe`]
+    /// runs what the backend needs; never an error.
+    pub fn settle(asked: IoChoice) -> Io {
+        if asked == IoChoice::Epoll {
+            return Io {
+                backend: Backend::Epoll,
+                refused: None,
+            };
+        }
+        match uring::probe() {
+            Ok(()) => Io {
+                backend: Backend::Uring,
+                refused: None,
+            },
+            Err(err) => Io {
+                backend: Backend::Epoll,
+                refused: Some(format!(
+                    "io_uring is not available here ({err}): running on epoll"
+                )),
+            },
+        }
+    }
+}
 
 /// A connection to the target, plain or TLS.
 pub enum Stream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Plain(Transport),
+    Tls(Box<TlsStream<Transport>>),
+}
+
+/// The socket under a [`Stream`], and how the worker waits on it.
+pub enum Transport {
+    /// Readiness, through tokio's epoll reactor.
+    Epoll(TcpStream),
+    /// Completions, through the worker's ring.
+    Uring(RingSocket),
+}
+
+impl AsyncRead for Transport {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Epoll(s) => Pin::new(s).poll_read(cx, buf),
+            Transport::Uring(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Transport {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Transport::Epoll(s) => Pin::new(s).poll_write(cx, buf),
+            Transport::Uring(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Epoll(s) => Pin::new(s).poll_flush(cx),
+            Transport::Uring(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Epoll(s) => Pin::new(s).poll_shutdown(cx),
+            Transport::Uring(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
 }
 
 impl AsyncRead for Stream {
@@ -62,6 +160,8 @@ pub struct Connector {
     preferred: Cell<usize>,
     tls: Option<TlsSetup>,
     connect_timeout: Duration,
+    /// The worker's ring, when the run's sockets are driven by io_uring.
+    ring: Option<Rc<Ring>>,
 }
 
 impl Connector {
@@ -71,7 +171,21 @@ impl Connector {
             preferred: Cell::new(0),
             tls,
             connect_timeout,
+            ring: None,
         }
+    }
+
+    /// The same connector, its sockets handed to `ring` once connected.
+    pub fn on_ring(self, ring: Rc<Ring>) -> Connector {
+        Connector {
+            ring: Some(ring),
+            ..self
+        }
+    }
+
+    /// The worker's ring, if its sockets run on one.
+    pub fn ring(&self) -> Option<&Rc<Ring>> {
+        self.ring.as_ref()
     }
 
     /// Connects and handshakes (for TLS), both within the one connect
@@ -91,11 +205,12 @@ impl Connector {
         };
         // Requests are small and latency matters more than segment count.
         let _ = tcp.set_nodelay(true);
+        let transport = self.transport(tcp)?;
         let Some(tls) = &self.tls else {
-            return Ok(Stream::Plain(tcp));
+            return Ok(Stream::Plain(transport));
         };
         let connected = Instant::now();
-        match tokio::time::timeout_at(deadline, tls.handshake(tcp)).await {
+        match tokio::time::timeout_at(deadline, tls.handshake(transport)).await {
             Ok(Ok(stream)) => {
                 let resumed = stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
                 recorder
@@ -109,6 +224,18 @@ impl Connector {
                 ErrorDetail::HandshakeTimeout(self.connect_timeout),
             )),
         }
+    }
+
+    /// The connected socket as this worker drives it: on its ring, the
+    /// descriptor leaves tokio's reactor for good.
+    fn transport(&self, tcp: TcpStream) -> Result<Transport, RequestError> {
+        let Some(ring) = &self.ring else {
+            return Ok(Transport::Epoll(tcp));
+        };
+        let std = tcp
+            .into_std()
+            .map_err(|err| RequestError::io(ErrorKind::Connect, err))?;
+        Ok(Transport::Uring(ring.adopt(OwnedFd::from(std))))
     }
 
     async fn connect_tcp(&self) -> Result<TcpStream, RequestError> {

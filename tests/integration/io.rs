@@ -1,0 +1,147 @@
+//! `--io`: io_uring where it runs, epoll otherwise, and a refused io_uring
+//! (a seccomp profile answering EPERM, as Docker's and containerd's
+//! default profiles do) costs a note, never the run.
+
+use super::support::*;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+/// Runs volley with `io_uring_setup` refused with EPERM by a seccomp
+/// filter installed in the child before it starts: what a container's
+/// default profile does.
+fn volley_without_io_uring(args: &[&str]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
+    command
+        .args(args)
+        .env_remove("VOLLEY_IO")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec the closure only calls prctl with a
+    // filter program on its own stack: async-signal-safe, no allocation.
+    unsafe {
+        command.pre_exec(|| {
+            // Load the syscall number; io_uring_setup answers EPERM, the
+            // rest is allowed.
+            let program = [
+                libc::sock_filter {
+                    code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                },
+                libc::sock_filter {
+                    code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+                    jt: 0,
+                    jf: 1,
+                    k: libc::SYS_io_uring_setup as u32,
+                },
+                libc::sock_filter {
+                    code: (libc::BPF_RET | libc::BPF_K) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+                },
+                libc::sock_filter {
+                    code: (libc::BPF_RET | libc::BPF_K) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: libc::SECCOMP_RET_ALLOW,
+                },
+            ];
+            let fprog = libc::sock_fprog {
+                len: program.len() as u16,
+                filter: program.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &fprog) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn().expect("volley starts under the filter");
+    child.wait_with_output().expect("volley finishes")
+}
+
+/// 200 requests on 4 connections, the report written to `report`.
+fn small_run<'a>(flags: &[&'a str], report: &'a std::path::Path, url: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["run"];
+    args.extend_from_slice(flags);
+    args.extend(["-c", "4", "-n", "200", "-o", report.to_str().unwrap(), url]);
+    args
+}
+
+#[test]
+fn a_refused_io_uring_falls_back_to_epoll_with_a_note() {
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let url = url(&server, "/hi");
+    for asked in ["auto", "uring"] {
+        let out = volley_without_io_uring(&small_run(&["--io", asked], &report, &url));
+        let text = stdout(&out);
+        assert!(out.status.success(), "--io {asked}: {}{}", text, stderr(&out));
+        let notes: Vec<&str> = text.lines().filter(|l| l.contains("note: io_uring")).collect();
+        assert_eq!(notes.len(), 1, "--io {asked}: one note line expected:\n{text}");
+        assert!(notes[0].contains("running on epoll"), "{}", notes[0]);
+        assert!(
+            text.contains("GET keep-alive, epoll"),
+            "the header names epoll:\n{text}"
+        );
+        let json = read_report(&report);
+        assert_eq!(json["runs"][0]["io"], "epoll");
+        assert_eq!(summary(&json)["ok"], 200);
+        assert!(schema_violations(&json).is_empty());
+    }
+}
+
+#[test]
+fn epoll_asked_by_flag_or_environment_is_used_without_a_note() {
+    let server = target();
+    let url = url(&server, "/hi");
+    let by_flag = volley_json(&["run", "--io", "epoll", "-c", "4", "-n", "200", &url]);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let by_env = volley_env(&small_run(&[], &report, &url), &[("VOLLEY_IO", "epoll")]);
+    for (out, json) in [by_flag, (by_env, read_report(&report))] {
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(!stdout(&out).contains("note: io_uring"), "{}", stdout(&out));
+        assert_eq!(json["runs"][0]["io"], "epoll");
+        assert_eq!(summary(&json)["ok"], 200);
+    }
+}
+
+/// Where this machine runs io_uring, `auto` uses it and says so; where it
+/// does not, it says why. Every request is answered either way, over
+/// HTTP/1.1, pipelined, without keep-alive and over h2c.
+#[test]
+fn auto_picks_io_uring_where_it_runs_and_every_protocol_works_on_it() {
+    let server = target();
+    let url = url(&server, "/bytes/10000");
+    let cases: [&[&str]; 4] = [
+        &[],
+        &["--pipeline", "8"],
+        &["--no-keepalive"],
+        &["--http2", "--streams", "8"],
+    ];
+    for extra in cases {
+        let mut args = vec!["run", "--io", "auto", "-c", "6", "-t", "2", "-n", "3000"];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let (out, json) = volley_json(&args);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        let io = json["runs"][0]["io"].as_str().unwrap();
+        match io {
+            "io_uring" => assert!(!text.contains("note: io_uring"), "{text}"),
+            "epoll" => assert!(text.contains("note: io_uring is not available here"), "{text}"),
+            other => panic!("io {other}"),
+        }
+        assert!(text.contains(&format!("(on {io})")), "{text}");
+        let s = summary(&json);
+        assert_eq!(s["ok"], 3000, "{extra:?}: {s}");
+        assert_eq!(s["errors"], 0, "{extra:?}: {s}");
+    }
+}
