@@ -354,7 +354,8 @@ pub struct RunArgs {
     #[arg(long = "http1.1")]
     pub http1_1: bool,
     /// How the workers wait on their sockets: io_uring (completions, fewer
-    /// system calls) where the kernel allows it, epoll otherwise. A refused
+    /// system calls) where the kernel allows it, epoll otherwise; auto
+    /// keeps --http2 runs on epoll, cheaper there. A refused
     /// io_uring (an old kernel, a container's seccomp profile) falls back to
     /// epoll with a note; set VOLLEY_IO=epoll where a sandbox kills a
     /// process that asks for io_uring.

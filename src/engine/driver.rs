@@ -84,7 +84,13 @@ impl Driver {
     /// The driver of the run's protocol for a new loop.
     pub(super) fn new(ctx: &WorkerCtx) -> Driver {
         match ctx.shared.protocol {
-            super::Protocol::Http1 => Driver::H1(H1::default()),
+            super::Protocol::Http1 => {
+                let mut h1 = H1::default();
+                if ctx.connector.ring().is_some() {
+                    h1.socket.reader = ResponseReader::with_capacity(http1::response::SMALL_BUFFER);
+                }
+                Driver::H1(h1)
+            }
             super::Protocol::Http2 => Driver::H2(ctx.next_lane()),
         }
     }

@@ -19,6 +19,11 @@ use super::body::{BodyDest, BodySink, Capture};
 /// Start size of a connection's buffer: a typical head and a small body
 /// arrive in one read.
 const INITIAL_BUFFER: usize = 2 * 1024;
+/// Start size for a socket whose received bytes already wait in memory
+/// (io_uring's buffers): another read is a copy, not a system call, so the
+/// buffer need only hold a typical head; at 10,000 connections that is
+/// 15 MB less.
+pub const SMALL_BUFFER: usize = 512;
 /// A response head larger than this is treated as a protocol error.
 const MAX_HEAD: usize = 256 * 1024;
 /// Header slots on the stack, enough for typical responses; a response with
@@ -62,12 +67,7 @@ pub struct ResponseReader {
 
 impl Default for ResponseReader {
     fn default() -> Self {
-        ResponseReader {
-            buf: vec![0; INITIAL_BUFFER],
-            start: 0,
-            end: 0,
-            reads: 0,
-        }
+        ResponseReader::with_capacity(INITIAL_BUFFER)
     }
 }
 
@@ -76,6 +76,16 @@ fn closed_early(what: &'static str) -> RequestError {
 }
 
 impl ResponseReader {
+    /// A reader whose buffer starts at `bytes` (it grows for a larger head).
+    pub fn with_capacity(bytes: usize) -> ResponseReader {
+        ResponseReader {
+            buf: vec![0; bytes],
+            start: 0,
+            end: 0,
+            reads: 0,
+        }
+    }
+
     /// Forgets buffered bytes (after a reconnect).
     pub fn clear(&mut self) {
         self.start = 0;

@@ -50,9 +50,12 @@ pub struct Io {
 
 impl Io {
     /// Settles `--io` on this machine: io_uring only where [`uring::probe`]
-    /// runs what the backend needs; never an error.
-    pub fn settle(asked: IoChoice) -> Io {
-        if asked == IoChoice::Epoll {
+    /// runs what the backend needs; never an error. `auto` leaves a run
+    /// that asks for HTTP/2 (`http2`) on epoll: with many streams per
+    /// connection the ring measured up to 15% more CPU per request there
+    /// (bench/vs-shb.sh), while over HTTP/1.1 it costs a little less.
+    pub fn settle(asked: IoChoice, http2: bool) -> Io {
+        if asked == IoChoice::Epoll || (asked == IoChoice::Auto && http2) {
             return Io {
                 backend: Backend::Epoll,
                 refused: None,

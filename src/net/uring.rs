@@ -28,7 +28,7 @@ use std::alloc::Layout;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -48,9 +48,9 @@ const COMPLETION_ENTRIES: u32 = 32 * 1024;
 /// bounds, each this large. Responses of a few hundred bytes take one each
 /// and a buffer goes back as soon as its bytes are read; a receive that
 /// finds none left ends and is armed again when its socket is next read.
-/// 50 connections hold 256 KiB, 4,000 and more 8 MiB, per worker.
+/// 50 connections hold 256 KiB, 512 and more 2 MiB, per worker.
 const MIN_BUFFERS: usize = 128;
-const MAX_BUFFERS: usize = 4096;
+const MAX_BUFFERS: usize = 1024;
 const BUFFER_SIZE: usize = 2048;
 /// Sockets a ring registers with the kernel (registered files skip a
 /// descriptor lookup per operation); more use plain descriptors.
@@ -237,12 +237,21 @@ struct Inner {
     registered: usize,
 }
 
-/// The ring's descriptor, as tokio's reactor watches it.
-struct RingFd(RawFd);
+/// What tokio's reactor watches to learn that the ring has work: the
+/// ring's own descriptor (readable with completions waiting), or, when the
+/// kernel defers completion work until asked, an eventfd it signals when
+/// the first work of a batch is queued.
+enum Watched {
+    Ring(RawFd),
+    Event(OwnedFd),
+}
 
-impl AsRawFd for RingFd {
+impl AsRawFd for Watched {
     fn as_raw_fd(&self) -> RawFd {
-        self.0
+        match self {
+            Watched::Ring(fd) => *fd,
+            Watched::Event(fd) => fd.as_raw_fd(),
+        }
     }
 }
 
@@ -250,7 +259,7 @@ impl AsRawFd for RingFd {
 /// it (it is set up for a single issuer).
 pub struct Ring {
     /// First, so it leaves tokio's reactor before the ring's fd closes.
-    ready: AsyncFd<RingFd>,
+    ready: AsyncFd<Watched>,
     inner: RefCell<Inner>,
 }
 
@@ -258,7 +267,7 @@ impl Ring {
     /// A ring for about `connections` sockets, its buffers registered, on
     /// this thread's runtime.
     pub fn new(connections: usize) -> io::Result<Rc<Ring>> {
-        let uring = build_uring()?;
+        let (uring, deferred) = build_uring()?;
         let provided = Provided::new(connections);
         provided.register(&uring)?;
         // Without a table (a low descriptor limit) sockets go by descriptor.
@@ -266,11 +275,24 @@ impl Ring {
             Ok(()) => REGISTERED_FILES as usize,
             Err(_) => 0,
         };
-        // SAFETY: the descriptor is the ring's, open until `inner` drops,
-        // and `ready` (declared first) leaves the reactor before that.
-        let ready = unsafe {
-            AsyncFd::register_with_interest(RingFd(uring.as_raw_fd()), tokio::io::Interest::READABLE)
-        }?;
+        let watched = match deferred {
+            true => {
+                // SAFETY: a plain syscall; the descriptor is owned at once.
+                let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+                if raw < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: `raw` is a fresh descriptor nobody else owns.
+                let event = unsafe { OwnedFd::from_raw_fd(raw) };
+                uring.submitter().register_eventfd(event.as_raw_fd())?;
+                Watched::Event(event)
+            }
+            false => Watched::Ring(uring.as_raw_fd()),
+        };
+        // SAFETY: the descriptor is open until `ready` drops: an eventfd
+        // it owns, or the ring's, which `inner` closes after `ready`
+        // (declared first) has left the reactor.
+        let ready = unsafe { AsyncFd::register_with_interest(watched, tokio::io::Interest::READABLE) }?;
         Ok(Rc::new(Ring {
             ready,
             inner: RefCell::new(Inner {
@@ -341,7 +363,9 @@ impl Ring {
         loop {
             match self.ready.poll_read_ready(cx) {
                 Poll::Ready(Ok(mut guard)) => {
-                    self.inner.borrow_mut().reap();
+                    let mut inner = self.inner.borrow_mut();
+                    inner.run_deferred();
+                    inner.reap();
                     guard.clear_ready();
                 }
                 // The reactor lost the fd: reap anyway, each turn.
@@ -383,20 +407,35 @@ impl Drop for Ring {
     }
 }
 
-/// The ring with the features the backend uses; those a kernel lacks only
-/// cost speed, except the provided buffers and multishot receive, which
-/// [`probe`] checks.
-fn build_uring() -> io::Result<IoUring> {
-    let fast = IoUring::builder()
+/// The ring with the features the backend uses, and whether its
+/// completion work is deferred until this thread asks for it (6.1 and
+/// later: the kernel then runs a whole batch of receives in one go, when
+/// the worker enters the ring, instead of interrupting it for each). Older
+/// kernels get the next best; what a kernel lacks only costs speed, except
+/// the provided buffers and multishot receive, which [`probe`] checks.
+fn build_uring() -> io::Result<(IoUring, bool)> {
+    let deferred = IoUring::builder()
+        .setup_cqsize(COMPLETION_ENTRIES)
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_taskrun_flag()
+        .build(QUEUE_ENTRIES);
+    if let Ok(uring) = deferred {
+        return Ok((uring, true));
+    }
+    let cooperative = IoUring::builder()
         .setup_cqsize(COMPLETION_ENTRIES)
         .setup_single_issuer()
         .setup_coop_taskrun()
         .build(QUEUE_ENTRIES);
-    match fast {
-        Ok(uring) => Ok(uring),
-        Err(_) => IoUring::builder()
-            .setup_cqsize(COMPLETION_ENTRIES)
-            .build(QUEUE_ENTRIES),
+    match cooperative {
+        Ok(uring) => Ok((uring, false)),
+        Err(_) => Ok((
+            IoUring::builder()
+                .setup_cqsize(COMPLETION_ENTRIES)
+                .build(QUEUE_ENTRIES)?,
+            false,
+        )),
     }
 }
 
@@ -448,6 +487,17 @@ impl Inner {
         self.push(&entry);
     }
 
+    /// Runs the completion work the kernel deferred (the receives that
+    /// found data), when it says there is some: one `io_uring_enter` for
+    /// the whole batch. The eventfd that told us is never read: tokio
+    /// watches it edge-triggered, and each batch writes to it again.
+    fn run_deferred(&mut self) {
+        if self.uring.submission().taskrun() {
+            let _ = self.uring.submit();
+            self.unsubmitted = false;
+        }
+    }
+
     /// Starts the sends queued this turn, then submits everything pushed.
     fn submit(&mut self) {
         let mut listed = std::mem::take(&mut self.to_send);
@@ -463,9 +513,13 @@ impl Inner {
             self.start_send(index);
         }
         self.to_send = listed;
-        if self.unsubmitted {
+        if self.unsubmitted || self.uring.submission().taskrun() {
             self.unsubmitted = false;
+            // With deferred work pending this also runs it (the crate adds
+            // GETEVENTS): sends and receives done inline are reaped now,
+            // their loops woken for another pass of this turn.
             let _ = self.uring.submit();
+            self.reap();
         }
     }
 
@@ -662,7 +716,7 @@ impl Drop for RingSocket {
 /// needs: a ring, provided buffers and a multishot receive, tried on a
 /// socket pair. The error says what was refused.
 pub fn probe() -> io::Result<()> {
-    let mut uring = build_uring()?;
+    let (mut uring, _) = build_uring()?;
     let mut provided = Provided::new(1);
     // `provided` outlives the ring (dropped after it, below).
     provided.register(&uring)?;

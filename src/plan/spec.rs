@@ -341,7 +341,7 @@ impl RunSpec {
                     HttpVersion::Auto
                 },
                 streams: args.streams,
-                io: crate::net::Io::settle(args.io),
+                io: crate::net::Io::settle(args.io, args.http2),
             },
             reporting: Reporting {
                 interval,

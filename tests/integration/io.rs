@@ -113,21 +113,22 @@ fn epoll_asked_by_flag_or_environment_is_used_without_a_note() {
     }
 }
 
-/// Where this machine runs io_uring, `auto` uses it and says so; where it
-/// does not, it says why. Every request is answered either way, over
-/// HTTP/1.1, pipelined, without keep-alive and over h2c.
+/// Where this machine runs io_uring, `auto` uses it for HTTP/1.1 and
+/// says so; where it does not, it says why. Every request is answered
+/// either way, over HTTP/1.1, pipelined, without keep-alive and, asked for
+/// the ring outright, over h2c.
 #[test]
 fn auto_picks_io_uring_where_it_runs_and_every_protocol_works_on_it() {
     let server = target();
     let url = url(&server, "/bytes/10000");
     let cases: [&[&str]; 4] = [
-        &[],
-        &["--pipeline", "8"],
-        &["--no-keepalive"],
-        &["--http2", "--streams", "8"],
+        &["--io", "auto"],
+        &["--io", "auto", "--pipeline", "8"],
+        &["--io", "auto", "--no-keepalive"],
+        &["--io", "uring", "--http2", "--streams", "8"],
     ];
     for extra in cases {
-        let mut args = vec!["run", "--io", "auto", "-c", "6", "-t", "2", "-n", "3000"];
+        let mut args = vec!["run", "-c", "6", "-t", "2", "-n", "3000"];
         args.extend_from_slice(extra);
         args.push(&url);
         let (out, json) = volley_json(&args);
@@ -144,4 +145,15 @@ fn auto_picks_io_uring_where_it_runs_and_every_protocol_works_on_it() {
         assert_eq!(s["ok"], 3000, "{extra:?}: {s}");
         assert_eq!(s["errors"], 0, "{extra:?}: {s}");
     }
+}
+
+/// `auto` leaves HTTP/2 runs on epoll (cheaper there), without a note.
+#[test]
+fn auto_runs_http2_on_epoll() {
+    let server = target();
+    let url = url(&server, "/hi");
+    let (out, json) = volley_json(&["run", "--io", "auto", "--http2", "-c", "2", "-n", "100", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json["runs"][0]["io"], "epoll");
+    assert!(!stdout(&out).contains("note: io_uring"), "{}", stdout(&out));
 }
