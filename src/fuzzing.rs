@@ -5,10 +5,11 @@
 //! A target passes when these return at all: any panic, hang or memory
 //! blow-up is a finding.
 
-use crate::http1::{BodySink, ResponseReader};
+use crate::http1::ResponseReader;
 use crate::http2::H2Request;
 use crate::net::{Stream, Transport};
 use crate::request::{Fields, Request};
+use crate::response::BodySink;
 use crate::scenario::template::{Names, Scope, Template, VarRef};
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -28,6 +28,7 @@ pub mod plan;
 pub mod recorder;
 pub mod report;
 pub mod request;
+pub mod response;
 pub mod run;
 pub mod sample;
 pub mod scenario;

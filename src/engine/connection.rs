@@ -75,11 +75,11 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
             match loops.poll_next_unpin(cx) {
                 Poll::Ready(Some(slot)) => done.push(slot),
                 Poll::Ready(None) => {
-                    ctx.h2_outbox.flush(cx);
+                    ctx.flush_frames(cx);
                     return Poll::Ready(());
                 }
                 Poll::Pending => {
-                    ctx.h2_outbox.flush(cx);
+                    ctx.flush_frames(cx);
                     return Poll::Pending;
                 }
             }

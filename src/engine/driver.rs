@@ -10,11 +10,13 @@
 //! `--streams` loops (see [`crate::http2`]). Nothing here locks or
 //! allocates per request.
 
+use super::Prepared;
 use super::exchange::WorkerCtx;
-use crate::http1::{self, Capture, ResponseHead, ResponseReader};
+use crate::http1::{self, ResponseReader};
 use crate::http2::Lane;
 use crate::net::Stream;
 use crate::request::Request;
+use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use futures_util::FutureExt;
 use std::task::Poll;
@@ -83,15 +85,15 @@ enum Written {
 impl Driver {
     /// The driver of the run's protocol for a new loop.
     pub(super) fn new(ctx: &WorkerCtx) -> Driver {
-        match ctx.shared.protocol {
-            super::Protocol::Http1 => {
+        match ctx.shared.prepared {
+            Prepared::Http1(_) => {
                 let mut h1 = H1::default();
                 if ctx.connector.ring().is_some() {
                     h1.socket.reader = ResponseReader::with_capacity(http1::response::SMALL_BUFFER);
                 }
                 Driver::H1(h1)
             }
-            super::Protocol::Http2 => Driver::H2(ctx.next_lane()),
+            Prepared::Http2(_) => Driver::H2(ctx.next_lane()),
         }
     }
 
@@ -117,10 +119,9 @@ impl Driver {
         let exchange = async {
             match outgoing {
                 Outgoing::Prepared { .. } => {
-                    let request = shared
-                        .h2_request
-                        .as_ref()
-                        .expect("HTTP/2 runs encode their request");
+                    let Prepared::Http2(request) = &shared.prepared else {
+                        unreachable!("an HTTP/2 lane runs only in an HTTP/2 run")
+                    };
                     lane.round_trip(&ctx.connector, &ctx.recorder, request, None, keepalive)
                         .await
                 }
@@ -176,7 +177,9 @@ impl H1 {
         let shared = &ctx.shared;
         let (bytes, first, count, is_head, mut capture) = match outgoing {
             Outgoing::Prepared { count } => {
-                let request = &shared.request;
+                let Prepared::Http1(request) = &shared.prepared else {
+                    unreachable!("an HTTP/1.1 connection runs only in an HTTP/1.1 run")
+                };
                 (
                     request.repeat_slice(count),
                     request.single,

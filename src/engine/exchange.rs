@@ -8,10 +8,10 @@
 
 use super::Shared;
 use super::feed::Ticket;
-use crate::http1::{BodySink, ResponseHead};
 use crate::http2::{Home, Lane, Outbox};
 use crate::net::Connector;
 use crate::recorder::Recorder;
+use crate::response::{BodySink, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -28,24 +28,57 @@ pub struct WorkerCtx {
     pub iterations: std::cell::Cell<u64>,
     pub worker: usize,
     pub workers: usize,
-    /// Over HTTP/2: the connection group new loops join until it is full.
-    pub h2_home: RefCell<Option<Rc<Home>>>,
-    /// Over HTTP/2: connections with frames to write, flushed once every
-    /// ready loop has run (so a batch of requests is one write).
-    pub h2_outbox: Rc<Outbox>,
+    /// What the worker's loops share per protocol.
+    pub lanes: Lanes,
+}
+
+/// What a worker's loops share, per protocol.
+pub enum Lanes {
+    /// Each loop owns its connection: nothing.
+    Http1,
+    Http2 {
+        /// The connection group new loops join until it is full.
+        home: RefCell<Option<Rc<Home>>>,
+        /// Connections with frames to write, flushed once every ready loop
+        /// has run (so a batch of requests is one write).
+        outbox: Rc<Outbox>,
+    },
+}
+
+impl Lanes {
+    /// The shared parts of the run's protocol.
+    pub fn of(prepared: &super::Prepared) -> Lanes {
+        match prepared {
+            super::Prepared::Http1(_) => Lanes::Http1,
+            super::Prepared::Http2(_) => Lanes::Http2 {
+                home: RefCell::new(None),
+                outbox: Rc::default(),
+            },
+        }
+    }
 }
 
 impl WorkerCtx {
     /// A lane on the newest HTTP/2 connection group, or on a new group.
     pub(super) fn next_lane(&self) -> Lane {
-        let mut home = self.h2_home.borrow_mut();
+        let Lanes::Http2 { home, outbox } = &self.lanes else {
+            unreachable!("HTTP/2 lanes only in an HTTP/2 run")
+        };
+        let mut home = home.borrow_mut();
         if let Some(lane) = home.as_ref().and_then(|h| h.lane()) {
             return lane;
         }
-        let fresh = Home::new(self.shared.transport.streams, self.h2_outbox.clone());
+        let fresh = Home::new(self.shared.transport.streams, outbox.clone());
         let lane = fresh.lane().expect("a new group has free lanes");
         *home = Some(fresh);
         lane
+    }
+
+    /// Writes the frames the loops queued this turn, over HTTP/2.
+    pub(super) fn flush_frames(&self, cx: &mut std::task::Context<'_>) {
+        if let Lanes::Http2 { outbox, .. } = &self.lanes {
+            outbox.flush(cx);
+        }
     }
 }
 

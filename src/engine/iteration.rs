@@ -12,7 +12,6 @@
 use super::driver::{Driver, Outgoing};
 use super::exchange::{WorkerCtx, classify, micros_between};
 use super::feed::Ticket;
-use crate::http1;
 use crate::request::Request;
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
 pub use crate::scenario::state::IterationState;
@@ -210,7 +209,7 @@ impl Walk<'_> {
             Ok(_) if self.state.overflowed() => {
                 let message = format!(
                     "a response body assigned to a variable is over the {} MiB volley keeps",
-                    http1::body::MAX_KEPT_BODY >> 20
+                    crate::response::MAX_KEPT_BODY >> 20
                 );
                 self.fail(stat, &text_error(ErrorKind::Assert, message), from);
                 false

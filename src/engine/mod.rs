@@ -25,7 +25,7 @@ use crate::sys::CpuTime;
 use crate::target::Target;
 use crate::tls::TlsSetup;
 use budget::Limit;
-pub use protocol::Protocol;
+pub use protocol::{Prepared, Protocol};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::mpsc::{Receiver, Sender};
@@ -110,14 +110,13 @@ impl LoadModel {
 /// What every worker of a run shares, read-only.
 pub struct Shared {
     pub target: Target,
-    pub request: RequestBytes,
-    pub protocol: Protocol,
+    /// The run's one request, as its protocol sends it (which also says
+    /// the protocol).
+    pub prepared: Prepared,
     /// The plan's transport settings as they are: timeouts, keep-alive,
     /// pipelining, HTTP/2 streams per connection (request loops per
     /// connection; 1 for HTTP/1.1).
     pub transport: crate::plan::Transport,
-    /// `request` as HTTP/2 sends it, when the run speaks HTTP/2.
-    pub h2_request: Option<H2Request>,
     pub success: StatusSet,
     pub model: LoadModel,
     /// A plan file's steps (`volley plan`); `None` sends `request`.
@@ -334,20 +333,19 @@ pub fn run(
     let overrides = Overrides::of(asked.headers.iter().map(|(name, _)| name.as_str()));
     let path = target.path_and_query.as_bytes();
     let neutral = Request::to(target, &asked.method, path, &fields, overrides, &asked.body);
-    let request = RequestBytes::encode(&neutral, plan.transport.keepalive);
-    let h2_request = match settled.protocol {
+    let prepared = match settled.protocol {
+        Protocol::Http1 => Prepared::Http1(
+            RequestBytes::encode(&neutral, plan.transport.keepalive).pipelined(plan.transport.pipeline),
+        ),
         Protocol::Http2 => {
-            Some(H2Request::new(&neutral).map_err(|e| EngineError::Http2Request(e.message()))?)
+            Prepared::Http2(H2Request::new(&neutral).map_err(|e| EngineError::Http2Request(e.message()))?)
         }
-        Protocol::Http1 => None,
     };
     let threads = plan.load.threads;
     let shared = Arc::new(Shared {
         target: target.clone(),
-        request: request.pipelined(plan.transport.pipeline),
-        protocol: settled.protocol,
+        prepared,
         transport: plan.transport.clone(),
-        h2_request,
         success: plan.request.success.clone(),
         model: LoadModel::of(plan),
         scenario: plan.request.scenario.clone(),

@@ -6,6 +6,8 @@
 //! before the load starts, so that every connection of the run, and the
 //! report, agree on one protocol.
 
+use crate::http1::RequestBytes;
+use crate::http2::H2Request;
 use crate::net::{Connector, Stream};
 use crate::plan::{HttpVersion, Plan};
 use crate::recorder::Recorder;
@@ -18,6 +20,15 @@ use std::cell::RefCell;
 pub enum Protocol {
     Http1,
     Http2,
+}
+
+/// What a run prepares for the protocol it speaks, once, before it starts:
+/// its one request, encoded as that protocol sends it (and only so).
+pub enum Prepared {
+    /// The request's bytes, a pipelined round of them.
+    Http1(RequestBytes),
+    /// The request's HPACK block and body.
+    Http2(H2Request),
 }
 
 /// A run's protocol and the TLS setup that offers it.

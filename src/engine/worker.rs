@@ -8,14 +8,14 @@
 
 use super::budget::{Budget, Limit};
 use super::connection::{LoopSlot, drive, open_connections};
-use super::exchange::WorkerCtx;
+use super::exchange::{Lanes, WorkerCtx};
 use super::feed::{ClosedFeed, Feed, OpenFeed};
 use super::{LoadModel, Shared, WorkerMsg};
-use crate::http1::BodySink;
 use crate::net::Backend;
 use crate::net::Connector;
 use crate::net::uring::Ring;
 use crate::recorder::{Recorder, Snapshot};
+use crate::response::BodySink;
 use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
@@ -119,8 +119,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
         )),
         sink: BodySink::default(),
         iterations: Cell::new(0),
-        h2_home: RefCell::new(None),
-        h2_outbox: Default::default(),
+        lanes: Lanes::of(&shared.prepared),
         worker: spec.id,
         workers: spec.workers,
         shared,

@@ -12,6 +12,5 @@ pub mod body;
 pub mod request;
 pub mod response;
 
-pub use body::{BodySink, Capture};
 pub use request::RequestBytes;
-pub use response::{ResponseHead, ResponseReader};
+pub use response::ResponseReader;

@@ -14,7 +14,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
-use super::body::{BodyDest, BodySink, Capture};
+use super::body::BodyDest;
+use crate::response::{BodySink, Capture, ResponseHead};
 
 /// Start size of a connection's buffer: a typical head and a small body
 /// arrive in one read.
@@ -36,16 +37,6 @@ const MAX_HEADERS: usize = 256;
 /// and without a yield the request timeout and the run's deadline would
 /// never get a turn. A normal response takes one or two reads.
 const YIELD_READS: u32 = 32;
-
-/// What the engine needs from a response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ResponseHead {
-    pub status: u16,
-    /// Bytes read for this response: head, body and chunk framing.
-    pub bytes: u64,
-    /// The server will close the connection after this response.
-    pub close: bool,
-}
 
 /// How the end of a body is found (RFC 9112 section 6.3).
 #[derive(Clone, Copy, Debug)]

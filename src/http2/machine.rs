@@ -7,7 +7,7 @@
 
 use super::frame;
 use super::request::H2Request;
-use crate::http1::{Capture, ResponseHead};
+use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, RequestError};
 use std::task::Waker;
 

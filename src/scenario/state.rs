@@ -7,8 +7,8 @@
 
 use super::template::{Scope, Source, Template, VarRef, json_path, write_value};
 use super::{Body, Items, RequestStep, Scenario};
-use crate::http1::Capture;
 use crate::request::Fields;
+use crate::response::Capture;
 use serde_json::Value;
 use std::cell::OnceCell;
 

@@ -1,0 +1,126 @@
+//! What a response gives the engine, whatever the protocol: its
+//! [`ResponseHead`], and where its body goes: the worker's one shared
+//! [`BodySink`], read into and dropped, or a plan's [`Capture`] when the
+//! response is assigned to a variable (up to [`MAX_KEPT_BODY`]). HTTP/1.1
+//! and HTTP/2 both fill them.
+
+use crate::sample::RequestError;
+use std::cell::RefCell;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// What the engine needs from a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub status: u16,
+    /// Bytes read for this response: head, body and chunk framing.
+    pub bytes: u64,
+    /// The server will close the connection after this response.
+    pub close: bool,
+}
+
+/// Size of the shared sink body bytes are read into and dropped.
+pub(crate) const SINK_SIZE: usize = 64 * 1024;
+
+/// A worker's scratch space for body bytes nobody needs, shared by all its
+/// connections. It is borrowed only inside one `poll_read`, never across an
+/// await, so connections on the same thread never contend for it.
+pub struct BodySink {
+    buf: RefCell<Box<[u8]>>,
+}
+
+impl Default for BodySink {
+    fn default() -> Self {
+        BodySink {
+            buf: RefCell::new(vec![0; SINK_SIZE].into_boxed_slice()),
+        }
+    }
+}
+
+impl BodySink {
+    pub(crate) fn poll_discard<S: AsyncRead + Unpin>(
+        &self,
+        stream: &mut S,
+        cx: &mut Context<'_>,
+        max: usize,
+    ) -> Poll<std::io::Result<usize>> {
+        let mut buf = self.buf.borrow_mut();
+        let len = max.min(buf.len());
+        let mut read = ReadBuf::new(&mut buf[..len]);
+        ready!(Pin::new(stream).poll_read(cx, &mut read))?;
+        Poll::Ready(Ok(read.filled().len()))
+    }
+
+    /// Reads at most `max` bytes (never past the body, so a pipelined next
+    /// response stays on the socket) and drops them; 0 means end of stream.
+    pub(crate) async fn discard<S: AsyncRead + Unpin>(
+        &self,
+        stream: &mut S,
+        max: u64,
+    ) -> Result<usize, RequestError> {
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        std::future::poll_fn(|cx| self.poll_discard(stream, cx, max))
+            .await
+            .map_err(RequestError::from_io)
+    }
+}
+
+/// The most of a response body a plan keeps when it assigns the response
+/// to a variable. A body is kept per connection, so without a cap one
+/// huge (or endless) response would take the machine's memory; past it the
+/// rest is read and dropped and the step fails ([`Capture::overflowed`]).
+pub const MAX_KEPT_BODY: usize = 8 * 1024 * 1024;
+
+/// What a scenario keeps of a response: Set-Cookie values always, and with
+/// `full` (the response is assigned to a variable) every header and the body.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub full: bool,
+    pub headers: Vec<(String, String)>,
+    /// At most [`MAX_KEPT_BODY`] bytes.
+    pub body: Vec<u8>,
+    /// The body was longer than [`MAX_KEPT_BODY`]: what was kept is not it.
+    pub overflowed: bool,
+    /// `name=value` of each Set-Cookie header.
+    pub set_cookies: Vec<String>,
+}
+
+impl Capture {
+    /// Empties it for the next response, keeping its allocations.
+    pub fn clear(&mut self, full: bool) {
+        self.full = full;
+        self.headers.clear();
+        self.body.clear();
+        self.overflowed = false;
+        self.set_cookies.clear();
+    }
+
+    /// Keeps body bytes (HTTP/1.1 or HTTP/2) up to [`MAX_KEPT_BODY`].
+    pub fn keep_body(&mut self, bytes: &[u8]) {
+        if self.body.len() + bytes.len() > MAX_KEPT_BODY {
+            self.overflowed = true;
+        } else {
+            self.body.extend_from_slice(bytes);
+        }
+    }
+
+    /// Keeps one response header (HTTP/1.1 or HTTP/2). Only Set-Cookie is
+    /// needed on every response; the rest is copied (allocating) only for
+    /// responses that are assigned.
+    pub fn add_header(&mut self, name: &str, value: &[u8]) {
+        if name.eq_ignore_ascii_case("set-cookie") {
+            let value = String::from_utf8_lossy(value);
+            let pair = value.split(';').next().unwrap_or_default().trim();
+            if pair.contains('=') {
+                self.set_cookies.push(pair.to_string());
+            }
+        }
+        if self.full {
+            self.headers.push((
+                name.to_ascii_lowercase(),
+                String::from_utf8_lossy(value).into_owned(),
+            ));
+        }
+    }
+}
