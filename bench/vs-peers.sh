@@ -8,6 +8,7 @@
 #   bench/vs-peers.sh                 # nginx target, 3 rounds, writes bench/RESULTS.md
 #   bench/vs-peers.sh --target volley # the embedded target instead of nginx
 #   bench/vs-peers.sh --with-oha      # also oha (installs it with cargo if missing)
+#   bench/vs-peers.sh --with-shb      # then shb, on both of volley's I/O backends (bench/vs-shb.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,4 +26,12 @@ if [[ " $* " == *" --with-oha "* ]] && ! command -v oha >/dev/null; then
   cargo install oha --locked >/dev/null
 fi
 cargo build --release --quiet
+if [[ " $* " == *" --with-shb "* ]]; then
+  args=()
+  for arg in "$@"; do [ "$arg" = --with-shb ] || args+=("$arg"); done
+  python3 bench/vs_peers.py "${args[@]}"
+  write=()
+  [[ " $* " == *" --no-write "* ]] && write=(--no-write)
+  exec bench/vs-shb.sh "${write[@]}"
+fi
 exec python3 bench/vs_peers.py "$@"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# volley on io_uring and on epoll against shb (io_uring, by oha's author)
+# and wrk, side by side on this machine (see vs_shb.py): HTTP/1.1 at 50 and
+# 4,000 connections, h2c at 10 x 10 and 50 x 1, nginx as the target. shb is
+# installed with cargo into target/peers (a cache) when missing, Debian's
+# wrk, nginx-light and GNU time with apt. Every load targets 127.0.0.1 and
+# every run is bounded in time; the whole script takes about 8 minutes.
+#
+#   bench/vs-shb.sh                  # 3 rounds, writes its table into bench/RESULTS.md
+#   bench/vs-shb.sh --rounds 1 --no-write --cases c50
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v nginx >/dev/null || need+=(nginx-light)
+[ -x /usr/bin/time ] || need+=(time)
+command -v taskset >/dev/null || need+=(util-linux)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]} ..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+peers="$PWD/target/peers"
+if [ ! -x "$peers/bin/shb" ]; then
+  echo "installing shb with cargo into $peers (takes a few minutes) ..."
+  cargo install shb --locked --root "$peers" >/dev/null
+fi
+SHB="$peers/bin/shb"
+SHB_VERSION="$(cargo install --list --root "$peers" | sed -n 's/^shb \(v[^:]*\):$/shb \1/p')"
+export SHB SHB_VERSION
+cargo build --release --quiet
+exec python3 bench/vs_shb.py "$@"

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""volley on each I/O backend against shb (io_uring) and wrk, side by side.
+
+nginx (one worker returning a 5-byte body) is pinned to the last core and
+each generator runs one thread pinned to the other core(s). Tools alternate
+within each round, so drifts in machine speed hit all alike; each process's
+own CPU time and peak RSS come from GNU time, and the medians are printed as
+ratios against shb, run twice: unbatched (`--batch-size 1 --batch-linger 1`,
+each completion handled as it comes, as volley does) and as it runs by
+default (holding completions up to 500 us to batch them). Every load goes to
+127.0.0.1 and every run is bounded by its duration plus a hard timeout.
+"""
+
+import argparse
+import json
+import os
+import tempfile
+
+from benchlib import VOLLEY, free_port, measured, median, publish, run_wrk, start_nginx, stop, volley_figures
+
+SHB = os.environ.get("SHB", "shb")
+
+NGINX_SERVER = """
+  server {{
+    listen 127.0.0.1:{port} backlog=32768;
+    location / {{ return 200 "world"; }}
+  }}"""
+
+
+def run_volley(io):
+    def run(url, conns, secs, cores, streams=None):
+        extra = ["--io", io]
+        if streams:
+            extra += ["--http2", "--streams", str(streams)]
+        cmd = [str(VOLLEY), "run", "-c", str(conns), "-t", "1", "-d", f"{secs}s", "--json", *extra, url]
+        return volley_figures(cmd, cores, secs + 60)
+    return run
+
+
+def run_shb(batched):
+    def run(url, conns, secs, cores, streams=None):
+        cmd = [SHB, "-c", str(conns), "-t", "1", "-z", f"{secs}s", "--json"]
+        if streams:
+            cmd += ["--http2", "-p", str(streams)]
+        if not batched:
+            cmd += ["--batch-size", "1", "--batch-linger", "1"]
+        proc, cpu, rss = measured([*cmd, url], cores, secs + 60)
+        try:
+            data = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            raise SystemExit(f"shb failed: {' '.join(cmd)}\n{proc.stderr.strip()}")
+        total = data["requests"]["total"]
+        return {
+            "rps": data["requestsPerSec"],
+            "requests": total,
+            "errors": data["requests"]["errors"],
+            "p50_ms": data["latencySeconds"]["percentiles"]["p50"] * 1000,
+            "cpu_us_per_req": 1e6 * cpu / max(total, 1),
+            "rss_mb": rss / 1024,
+        }
+    return run
+
+
+def run_wrk_case(url, conns, secs, cores, streams=None):
+    return run_wrk(url, conns, secs, cores)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--secs", type=int, default=5, help="seconds per measured run")
+    ap.add_argument("--cases", default="c50,c4000,h2c10x10,h2c50x1")
+    ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    args = ap.parse_args()
+
+    cpus = sorted(os.sched_getaffinity(0))
+    target_core = cpus[-1]
+    gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
+    workdir = tempfile.mkdtemp(prefix="volley-bench-")
+    port = free_port()
+    # nginx speaks h2c on a second port (HTTP/2 with prior knowledge).
+    h2port = free_port()
+    servers = NGINX_SERVER.format(port=port) + NGINX_SERVER.format(port=h2port).replace(
+        "backlog=32768;", "backlog=32768 http2;")
+    nginx = start_nginx(target_core, workdir, servers, [port, h2port])
+    url = f"http://127.0.0.1:{port}/hi"
+    h2url = f"http://127.0.0.1:{h2port}/hi"
+    shb_version = os.environ.get("SHB_VERSION", "shb")
+    print(f"nginx on core {target_core}; generators one thread on core(s) {gen_cores}; "
+          f"{shb_version}; {args.rounds} rounds of {args.secs} s")
+    cases = {
+        "c50": ("HTTP/1.1, 50 connections", url, 50, None),
+        "c4000": ("HTTP/1.1, 4,000 connections", url, 4000, None),
+        "h2c10x10": ("h2c, 10 connections x 10 streams", h2url, 10, 10),
+        "h2c50x1": ("h2c, 50 connections x 1 stream", h2url, 50, 1),
+    }
+    tools = [("volley io_uring", run_volley("uring")), ("volley epoll", run_volley("epoll")),
+             ("shb unbatched", run_shb(False)), ("shb", run_shb(True)), ("wrk", run_wrk_case)]
+    results = []
+    try:
+        for key in args.cases.split(","):
+            label, target, conns, streams = cases[key]
+            case_tools = [t for t in tools if not (streams and t[0] == "wrk")]
+            rounds = {tool: [] for tool, _ in case_tools}
+            for r in range(args.rounds):
+                for tool, fn in case_tools:
+                    res = fn(target, conns, args.secs, gen_cores, streams=streams)
+                    rounds[tool].append(res)
+                    print(f"  {key} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
+                          f"{res['cpu_us_per_req']:.2f} us/req, p50 {res['p50_ms']:.3f} ms, "
+                          f"{res['rss_mb']:.1f} MB, {res['errors']} errors", flush=True)
+            results.append((label, rounds))
+    finally:
+        stop(nginx)
+
+    rows = []
+    for label, rounds in results:
+        def cpu(tool):
+            return median(rounds[tool], "cpu_us_per_req")
+
+        def rps(tool):
+            return median(rounds[tool], "rps")
+
+        def row(what, v, peer, ratio, target, met=None):
+            verdict = "" if met is None else ("yes" if met else "no")
+            rows.append(f"| {label}: {what} | {v} | {peer} | {ratio:.2f} | {target} | {verdict} |")
+
+        for io in ("io_uring", "epoll"):
+            tool = f"volley {io}"
+            unbatched = cpu(tool) / cpu("shb unbatched")
+            row(f"CPU/request, volley on {io} vs shb unbatched", f"{cpu(tool):.2f} us",
+                f"{cpu('shb unbatched'):.2f} us", unbatched, "<= 0.95" if io == "io_uring" else "reported",
+                unbatched <= 0.95 if io == "io_uring" else None)
+            row(f"CPU/request, volley on {io} vs shb as it runs by default", f"{cpu(tool):.2f} us",
+                f"{cpu('shb'):.2f} us", cpu(tool) / cpu("shb"), "<= 1.0 (aim)" if io == "io_uring" else "reported")
+        row("req/s, volley on io_uring vs shb", f"{rps('volley io_uring'):,.0f}", f"{rps('shb'):,.0f}",
+            rps("volley io_uring") / rps("shb"), ">= 1.0 unless nginx is the limit")
+        p50 = median(rounds["volley io_uring"], "p50_ms")
+        row("p50, volley on io_uring vs shb", f"{p50:.3f} ms",
+            f"{median(rounds['shb'], 'p50_ms'):.3f} ms", p50 / median(rounds["shb"], "p50_ms"), "reported")
+        if "wrk" in rounds:
+            ratio = cpu("volley io_uring") / cpu("wrk")
+            row("CPU/request, volley on io_uring vs wrk", f"{cpu('volley io_uring'):.2f} us",
+                f"{cpu('wrk'):.2f} us (wrk)", ratio, "<= 0.85", ratio <= 0.85)
+    setup = (f"nginx (1 worker) pinned to core {target_core}, each generator one thread on core(s) "
+             f"{gen_cores}; {shb_version}; medians of {args.rounds} alternating rounds of {args.secs} s")
+    publish("<!-- generated-shb:start -->", "<!-- generated-shb:end -->", setup, "shb", rows,
+            write=not args.no_write)
+
+if __name__ == "__main__":
+    main()
