@@ -47,6 +47,14 @@ http {{
 }}
 """
 
+# nginx's server block for the plain benchmarks: `/` answers 200 with a
+# 5-byte body on 127.0.0.1:{port}.
+NGINX_HELLO = """
+  server {{
+    listen 127.0.0.1:{port} backlog=32768;
+    location / {{ return 200 "world"; }}
+  }}"""
+
 # A pipelining script for wrk written for this benchmark: `depth` copies of
 # the request sent in one write.
 WRK_PIPELINE_LUA = """
@@ -181,6 +189,21 @@ def run_wrk(url, conns, secs, cores, pipeline=None):
         "cpu_us_per_req": 1e6 * cpu / max(int(total.group(1)), 1),
         "rss_mb": rss / 1024,
     }
+
+
+def alternate(name, tools, rounds, run):
+    """Runs every tool once per round, the tools in turn within each round
+    (so drifts in the machine's speed hit all alike), printing each result;
+    `run(tool, fn)` runs one. Returns {tool: [result per round]}."""
+    results = {tool: [] for tool, _ in tools}
+    for r in range(rounds):
+        for tool, fn in tools:
+            res = run(tool, fn)
+            results[tool].append(res)
+            print(f"  {name} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
+                  f"{res['cpu_us_per_req']:.2f} us/req, p50 {res['p50_ms']:.3f} ms, "
+                  f"{res['rss_mb']:.1f} MB, {res['errors']} errors", flush=True)
+    return results
 
 
 def median(rounds, key):

@@ -9,12 +9,8 @@
 #   bench/drill-examples.sh --drill-repo /tmp/drill [--drill /path/to/drill]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=()
-command -v node >/dev/null || need+=(nodejs)
-command -v npm >/dev/null || need+=(npm)
-command -v jq >/dev/null || need+=(jq)   # drill's benchmark.yml pipes an exec through jq
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+. bench/lib.sh
+# jq: drill's benchmark.yml pipes an exec through it.
+install_missing node=nodejs npm=npm jq=jq
 cargo build --release --quiet
 exec python3 bench/drill_examples.py "$@"

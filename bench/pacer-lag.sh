@@ -10,13 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-command -v nginx >/dev/null || need+=(nginx-light)
-[ -x /usr/bin/time ] || need+=(time)
-command -v taskset >/dev/null || need+=(util-linux)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]} ..."
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+. bench/lib.sh
+install_missing nginx=nginx-light /usr/bin/time=time taskset=util-linux
 cargo build --release --quiet
 exec python3 bench/pacer_lag.py "$@"

@@ -22,13 +22,7 @@ import statistics
 import sys
 import tempfile
 
-from benchlib import VOLLEY, free_port, measured, start_nginx, stop
-
-NGINX_SERVER = """
-  server {{
-    listen 127.0.0.1:{port} backlog=32768;
-    location / {{ return 200 "world"; }}
-  }}"""
+from benchlib import NGINX_HELLO, VOLLEY, free_port, measured, start_nginx, stop
 
 
 def busy_jiffies(cores):
@@ -121,7 +115,7 @@ def main():
     gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
     workdir = tempfile.mkdtemp(prefix="volley-pacer-")
     port = free_port()
-    nginx = start_nginx(target_core, workdir, NGINX_SERVER.format(port=port), [port])
+    nginx = start_nginx(target_core, workdir, NGINX_HELLO.format(port=port), [port])
     url = f"http://127.0.0.1:{port}/hi"
     print(f"nginx on core {target_core}; volley -t {args.threads} on core(s) {gen_cores}; "
           f"-R {args.rate} -c {args.conns} --max-connections {args.max_conns}, {args.secs} s per run")

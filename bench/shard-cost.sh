@@ -8,11 +8,7 @@
 #   bench/shard-cost.sh [--rounds N] [--secs N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-need=()
-command -v nginx >/dev/null || need+=(nginx-light)
-command -v taskset >/dev/null || need+=(util-linux)
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+. bench/lib.sh
+install_missing nginx=nginx-light taskset=util-linux
 cargo build --release --quiet
 exec python3 bench/shard_cost.py "$@"

@@ -13,17 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-command -v h2load >/dev/null || need+=(nghttp2-client)
-command -v nginx >/dev/null || need+=(nginx-light)
-command -v wrk >/dev/null || need+=(wrk)
-command -v openssl >/dev/null || need+=(openssl)
-[ -x /usr/bin/time ] || need+=(time)
-command -v taskset >/dev/null || need+=(util-linux)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]} ..."
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+. bench/lib.sh
+install_missing h2load=nghttp2-client nginx=nginx-light wrk=wrk openssl=openssl /usr/bin/time=time taskset=util-linux
 for module in http_ssl_module http_v2_module; do
   if ! nginx -V 2>&1 | grep -q -- "--with-$module"; then
     echo "this nginx was built without $module (nginx -V); HTTP/2 over TLS needs it" >&2

@@ -11,15 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v nginx >/dev/null || need+=(nginx-light)
-[ -x /usr/bin/time ] || need+=(time)
-command -v taskset >/dev/null || need+=(util-linux)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing ${need[*]} ..."
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+. bench/lib.sh
+install_missing wrk=wrk nginx=nginx-light /usr/bin/time=time taskset=util-linux
 peers="$PWD/target/peers"
 if [ ! -x "$peers/bin/shb" ]; then
   echo "installing shb with cargo into $peers (takes a few minutes) ..."

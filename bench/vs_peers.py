@@ -18,18 +18,11 @@ import sys
 import tempfile
 import time
 
-from benchlib import (VOLLEY, free_port, measured, median, publish, run_wrk, start_nginx, start_pinned, stop,
-                      version, volley_figures)
+from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, measured, median, publish, run_wrk, start_nginx,
+                      start_pinned, stop, version, volley_figures)
 
 START_MARK = "<!-- generated:start -->"
 END_MARK = "<!-- generated:end -->"
-
-NGINX_SERVER = """
-  server {{
-    listen 127.0.0.1:{port} backlog=32768;
-    location / {{ return 200 "world"; }}
-  }}"""
-
 
 class Target:
     """The server under load, pinned to one core."""
@@ -38,7 +31,7 @@ class Target:
         self.kind = kind
         self.port = free_port()
         if kind == "nginx":
-            self.proc = start_nginx(core, workdir, NGINX_SERVER.format(port=self.port), [self.port])
+            self.proc = start_nginx(core, workdir, NGINX_HELLO.format(port=self.port), [self.port])
         else:
             cmd = [str(VOLLEY), "serve", "--addr", f"127.0.0.1:{self.port}"]
             self.proc = start_pinned(cmd, core, [self.port])
@@ -87,15 +80,8 @@ def main():
     results = {}
     try:
         def case(name, conns, secs, tools, **kw):
-            rounds = {tool: [] for tool, _ in tools}
-            for r in range(args.rounds):
-                for tool, fn in tools:
-                    res = fn(target.url, conns, secs, gen_cores, **kw.get(tool, {}))
-                    rounds[tool].append(res)
-                    print(f"  {name} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
-                          f"{res['cpu_us_per_req']:.2f} us/req, p50 {res['p50_ms']:.3f} ms, "
-                          f"{res['rss_mb']:.1f} MB, {res['errors']} errors", flush=True)
-            results[name] = rounds
+            results[name] = alternate(name, tools, args.rounds,
+                                      lambda tool, fn: fn(target.url, conns, secs, gen_cores, **kw.get(tool, {})))
 
         oha = [("oha", run_oha)] if args.with_oha else []
         print(f"target: {args.target} on core {target_core}; generators on core(s) {gen_cores}")

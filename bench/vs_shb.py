@@ -16,16 +16,10 @@ import json
 import os
 import tempfile
 
-from benchlib import VOLLEY, free_port, measured, median, publish, run_wrk, start_nginx, stop, volley_figures
+from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, measured, median, publish, run_wrk, start_nginx,
+                      stop, volley_figures)
 
 SHB = os.environ.get("SHB", "shb")
-
-NGINX_SERVER = """
-  server {{
-    listen 127.0.0.1:{port} backlog=32768;
-    location / {{ return 200 "world"; }}
-  }}"""
-
 
 def run_volley(io):
     def run(url, conns, secs, cores, streams=None):
@@ -80,7 +74,7 @@ def main():
     port = free_port()
     # nginx speaks h2c on a second port (HTTP/2 with prior knowledge).
     h2port = free_port()
-    servers = NGINX_SERVER.format(port=port) + NGINX_SERVER.format(port=h2port).replace(
+    servers = NGINX_HELLO.format(port=port) + NGINX_HELLO.format(port=h2port).replace(
         "backlog=32768;", "backlog=32768 http2;")
     nginx = start_nginx(target_core, workdir, servers, [port, h2port])
     url = f"http://127.0.0.1:{port}/hi"
@@ -101,14 +95,8 @@ def main():
         for key in args.cases.split(","):
             label, target, conns, streams = cases[key]
             case_tools = [t for t in tools if not (streams and t[0] == "wrk")]
-            rounds = {tool: [] for tool, _ in case_tools}
-            for r in range(args.rounds):
-                for tool, fn in case_tools:
-                    res = fn(target, conns, args.secs, gen_cores, streams=streams)
-                    rounds[tool].append(res)
-                    print(f"  {key} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
-                          f"{res['cpu_us_per_req']:.2f} us/req, p50 {res['p50_ms']:.3f} ms, "
-                          f"{res['rss_mb']:.1f} MB, {res['errors']} errors", flush=True)
+            rounds = alternate(key, case_tools, args.rounds,
+                               lambda tool, fn: fn(target, conns, args.secs, gen_cores, streams=streams))
             results.append((label, rounds))
     finally:
         stop(nginx)
