@@ -464,9 +464,7 @@ impl Inner {
         }
         .user_data(user_data(index, slot.generation, false));
         slot.receiving = true;
-        slot.in_flight += 1;
-        self.in_flight += 1;
-        self.push(&entry);
+        self.issue(index, &entry);
     }
 
     fn start_send(&mut self, index: usize) {
@@ -482,9 +480,21 @@ impl Inner {
         .build()
         .user_data(user_data(index, slot.generation, true));
         slot.send_in_flight = true;
-        slot.in_flight += 1;
+        self.issue(index, &entry);
+    }
+
+    /// An operation on slot `index`'s socket had its last completion.
+    fn finished(&mut self, index: usize) {
+        self.slots[index].in_flight -= 1;
+        self.in_flight -= 1;
+    }
+
+    /// Pushes an operation on slot `index`'s socket, counted in flight
+    /// until its last completion.
+    fn issue(&mut self, index: usize, entry: &squeue::Entry) {
+        self.slots[index].in_flight += 1;
         self.in_flight += 1;
-        self.push(&entry);
+        self.push(entry);
     }
 
     /// Runs the completion work the kernel deferred (the receives that
@@ -545,12 +555,12 @@ impl Inner {
     }
 
     fn received(&mut self, index: usize, result: i32, flags: u32) {
-        let slot = &mut self.slots[index];
-        if !cqueue::more(flags) {
-            slot.receiving = false;
-            slot.in_flight -= 1;
-            self.in_flight -= 1;
+        let last = !cqueue::more(flags);
+        if last {
+            self.finished(index);
         }
+        let slot = &mut self.slots[index];
+        slot.receiving &= !last;
         if result > 0 {
             let id = cqueue::buffer_select(flags).expect("a multishot receive picks a buffer");
             if slot.dropped {
@@ -569,9 +579,8 @@ impl Inner {
     }
 
     fn sent(&mut self, index: usize, result: i32) {
+        self.finished(index);
         let slot = &mut self.slots[index];
-        slot.in_flight -= 1;
-        self.in_flight -= 1;
         slot.send_in_flight = false;
         if result < 0 {
             slot.broken = Some(-result);
