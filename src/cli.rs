@@ -350,6 +350,11 @@ pub struct RunArgs {
     /// negotiates by ALPN.
     #[arg(long, conflicts_with = "http1_1")]
     pub http2: bool,
+    /// Speak HTTP/3 (QUIC, over UDP) to https URLs; never chosen without
+    /// this flag (-v says when a server advertises it in Alt-Svc). QUIC's
+    /// sockets run on epoll, whatever --io says.
+    #[arg(long, conflicts_with_all = ["http1_1", "http2"])]
+    pub http3: bool,
     /// Speak HTTP/1.1 only, also where the server offers HTTP/2.
     #[arg(long = "http1.1")]
     pub http1_1: bool,
@@ -484,6 +489,9 @@ pub struct ServeArgs {
     /// Write the --tls certificate (PEM) to FILE before serving, for clients to trust.
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub cert_out: Option<PathBuf>,
+    /// Serve HTTP/3 too, on the UDP port of the same number, with the --tls certificate.
+    #[arg(long, requires = "tls")]
+    pub http3: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -19,6 +19,7 @@ pub mod fuzzing;
 pub mod histogram;
 pub mod http1;
 pub mod http2;
+pub mod http3;
 pub mod import;
 pub mod k8s;
 pub mod merge;

@@ -319,6 +319,17 @@ impl TlsSetup {
         }
     }
 
+    /// The rustls configuration itself (QUIC runs its own handshake on it).
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        self.connector.config().clone()
+    }
+
+    /// The name the server's certificate is checked against (and sent as
+    /// SNI), as text.
+    pub fn server_name(&self) -> String {
+        self.server_name.to_str().into_owned()
+    }
+
     pub fn handshake<IO: AsyncRead + AsyncWrite + Unpin>(&self, io: IO) -> tokio_rustls::Connect<IO> {
         self.connector.connect(self.server_name.clone(), io)
     }

@@ -15,6 +15,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome, CommandError> {
         max_inflight: args.max_inflight,
         tls: args.tls,
         cert_out: args.cert_out,
+        http3: args.http3,
         ..Default::default()
     })
     .map_err(|err| match err.kind() {

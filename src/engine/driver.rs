@@ -29,6 +29,8 @@ pub enum Driver {
     H1(H1),
     /// A place on an HTTP/2 connection shared with other loops.
     H2(Lane),
+    /// A place on an HTTP/3 connection shared with other loops.
+    H3(crate::http3::Lane),
 }
 
 /// An HTTP/1.1 loop's connection, and the buffer its plan requests are
@@ -94,6 +96,7 @@ impl Driver {
                 Driver::H1(h1)
             }
             Prepared::Http2(_) => Driver::H2(ctx.next_lane()),
+            Prepared::Http3 { .. } => Driver::H3(ctx.next_h3_lane()),
         }
     }
 
@@ -112,6 +115,7 @@ impl Driver {
     ) -> Result<(), Lost> {
         let lane = match self {
             Driver::H1(h1) => return h1.round_trip(ctx, outgoing, deadline, answered).await,
+            Driver::H3(lane) => return h3_round_trip(ctx, lane, outgoing, deadline, answered).await,
             Driver::H2(lane) => lane,
         };
         let shared = &ctx.shared;
@@ -151,6 +155,7 @@ impl Driver {
             }
             Driver::H1(_) => Ok(()),
             Driver::H2(lane) => lane.connect(&ctx.connector, &ctx.recorder).await,
+            Driver::H3(lane) => lane.connect(ctx.dialer(), &ctx.recorder).await,
         }
     }
 
@@ -160,7 +165,42 @@ impl Driver {
         match self {
             Driver::H1(h1) => h1.socket.stream = None,
             Driver::H2(lane) => lane.new_connection(),
+            Driver::H3(lane) => lane.new_connection(),
         }
+    }
+}
+
+/// [`Driver::round_trip`] over HTTP/3: one request on the lane's stream.
+async fn h3_round_trip(
+    ctx: &WorkerCtx,
+    lane: &mut crate::http3::Lane,
+    outgoing: Outgoing<'_>,
+    deadline: Instant,
+    mut answered: impl FnMut(ResponseHead),
+) -> Result<(), Lost> {
+    let keepalive = ctx.shared.transport.keepalive;
+    let dialer = ctx.dialer();
+    let exchange = async {
+        match outgoing {
+            Outgoing::Prepared { .. } => {
+                let Prepared::Http3 { request, .. } = &ctx.shared.prepared else {
+                    unreachable!("an HTTP/3 lane runs only in an HTTP/3 run")
+                };
+                lane.round_trip(dialer, &ctx.recorder, request, None, keepalive)
+                    .await
+            }
+            Outgoing::Rendered { request, capture } => {
+                lane.round_trip_rendered(dialer, &ctx.recorder, request, Some(capture), keepalive)
+                    .await
+            }
+        }
+    };
+    match within(ctx, deadline, exchange).await {
+        Ok(head) => {
+            answered(head);
+            Ok(())
+        }
+        Err(err) => Err(Lost { err, count: 1 }),
     }
 }
 

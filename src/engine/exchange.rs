@@ -9,6 +9,7 @@
 use super::Shared;
 use super::feed::Ticket;
 use crate::http2::{Home, Lane, Outbox};
+use crate::http3;
 use crate::net::Connector;
 use crate::recorder::Recorder;
 use crate::response::{BodySink, ResponseHead};
@@ -43,16 +44,32 @@ pub enum Lanes {
         /// has run (so a batch of requests is one write).
         outbox: Rc<Outbox>,
     },
+    /// As HTTP/2's, and how the worker opens QUIC connections.
+    Http3 {
+        home: RefCell<Option<Rc<http3::Home>>>,
+        outbox: Rc<Outbox>,
+        dialer: http3::Dialer,
+    },
 }
 
 impl Lanes {
     /// The shared parts of the run's protocol.
-    pub fn of(prepared: &super::Prepared) -> Lanes {
-        match prepared {
+    pub fn of(shared: &Shared) -> Lanes {
+        match &shared.prepared {
             super::Prepared::Http1(_) => Lanes::Http1,
             super::Prepared::Http2(_) => Lanes::Http2 {
                 home: RefCell::new(None),
                 outbox: Rc::default(),
+            },
+            super::Prepared::Http3 { quic, .. } => Lanes::Http3 {
+                home: RefCell::new(None),
+                outbox: Rc::default(),
+                dialer: http3::Dialer::new(
+                    shared.target.addrs.clone(),
+                    quic.clone(),
+                    shared.tls.as_ref().map(|t| t.server_name()).unwrap_or_default(),
+                    shared.transport.connect_timeout,
+                ),
             },
         }
     }
@@ -74,10 +91,35 @@ impl WorkerCtx {
         lane
     }
 
-    /// Writes the frames the loops queued this turn, over HTTP/2.
+    /// A lane on the newest HTTP/3 connection group, or on a new group.
+    pub(super) fn next_h3_lane(&self) -> http3::Lane {
+        let Lanes::Http3 { home, outbox, .. } = &self.lanes else {
+            unreachable!("HTTP/3 lanes only in an HTTP/3 run")
+        };
+        let mut home = home.borrow_mut();
+        if let Some(lane) = home.as_ref().and_then(|h| h.lane()) {
+            return lane;
+        }
+        let fresh = http3::Home::new(self.shared.transport.streams, outbox.clone());
+        let lane = fresh.lane().expect("a new group has free lanes");
+        *home = Some(fresh);
+        lane
+    }
+
+    /// How the worker opens QUIC connections (in an HTTP/3 run).
+    pub(super) fn dialer(&self) -> &http3::Dialer {
+        let Lanes::Http3 { dialer, .. } = &self.lanes else {
+            unreachable!("a dialer only in an HTTP/3 run")
+        };
+        dialer
+    }
+
+    /// Writes the frames (HTTP/2) or datagrams (HTTP/3) the loops queued
+    /// this turn.
     pub(super) fn flush_frames(&self, cx: &mut std::task::Context<'_>) {
-        if let Lanes::Http2 { outbox, .. } = &self.lanes {
-            outbox.flush(cx);
+        match &self.lanes {
+            Lanes::Http2 { outbox, .. } | Lanes::Http3 { outbox, .. } => outbox.flush(cx),
+            Lanes::Http1 => {}
         }
     }
 }

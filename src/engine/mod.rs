@@ -17,6 +17,7 @@ pub mod worker;
 use crate::collector::{Collector, FinishedRow, SeriesRow};
 use crate::http1::RequestBytes;
 use crate::http2::H2Request;
+use crate::http3::H3Request;
 use crate::plan::{Plan, StatusSet, Warmup, share};
 use crate::recorder::Snapshot;
 use crate::request::{Fields, Overrides, Request};
@@ -43,6 +44,8 @@ pub enum EngineError {
     /// The encoder's message.
     #[error("the request cannot be sent over HTTP/2: {0}")]
     Http2Request(String),
+    #[error("the request cannot be sent over HTTP/3: {0}")]
+    Http3Request(String),
     /// `0` names the thread.
     #[error("cannot start {0}")]
     Thread(&'static str, #[source] std::io::Error),
@@ -179,7 +182,7 @@ pub struct RunResult {
     pub threads: usize,
     /// Stopped by Ctrl-C before its planned end.
     pub interrupted: bool,
-    /// The protocol spoken: `http/1.1`, `h2` or `h2c`.
+    /// The protocol spoken: `http/1.1`, `h2`, `h2c` or `h3`.
     pub protocol: &'static str,
     /// How the workers waited on their sockets: `io_uring` or `epoll`.
     pub io: &'static str,
@@ -339,6 +342,14 @@ pub fn run(
         ),
         Protocol::Http2 => {
             Prepared::Http2(H2Request::new(&neutral).map_err(|e| EngineError::Http2Request(e.message()))?)
+        }
+        Protocol::Http3 => {
+            let tls = settled.tls.as_ref().expect("HTTP/3 runs over TLS");
+            Prepared::Http3 {
+                request: H3Request::new(&neutral).map_err(|e| EngineError::Http3Request(e.message()))?,
+                quic: crate::http3::client_config(tls.client_config())
+                    .map_err(protocol::ProtocolError::Quic)?,
+            }
         }
     };
     let threads = plan.load.threads;

@@ -1,13 +1,14 @@
 //! Which HTTP a run speaks, settled once before it starts.
 //!
-//! `--http1.1` and `--http2` decide it outright (on http URLs `--http2` is
-//! h2c with prior knowledge). Otherwise http URLs speak HTTP/1.1 and https
+//! `--http1.1`, `--http2` and `--http3` decide it outright (on http URLs
+//! `--http2` is h2c with prior knowledge; `--http3` needs https). Otherwise http URLs speak HTTP/1.1 and https
 //! URLs what the server picks by ALPN, learnt from one probe connection
 //! before the load starts, so that every connection of the run, and the
 //! report, agree on one protocol.
 
 use crate::http1::RequestBytes;
 use crate::http2::H2Request;
+use crate::http3::H3Request;
 use crate::net::{Connector, Stream};
 use crate::plan::{HttpVersion, Plan};
 use crate::recorder::Recorder;
@@ -20,6 +21,7 @@ use std::cell::RefCell;
 pub enum Protocol {
     Http1,
     Http2,
+    Http3,
 }
 
 /// What a run prepares for the protocol it speaks, once, before it starts:
@@ -29,13 +31,19 @@ pub enum Prepared {
     Http1(RequestBytes),
     /// The request's HPACK block and body.
     Http2(H2Request),
+    /// The request's frames, and QUIC's client configuration (TLS
+    /// included) every connection of the run is opened with.
+    Http3 {
+        request: H3Request,
+        quic: quinn_proto::ClientConfig,
+    },
 }
 
 /// A run's protocol and the TLS setup that offers it.
 pub struct Settled {
     pub protocol: Protocol,
     pub tls: Option<TlsSetup>,
-    /// As reports name it: `http/1.1`, `h2` or `h2c`.
+    /// As reports name it: `http/1.1`, `h2`, `h2c` or `h3`.
     pub name: &'static str,
 }
 
@@ -56,6 +64,10 @@ pub enum ProtocolError {
     ChoseHttp1(String),
     #[error("--streams needs HTTP/2: add --http2 (h2c on http URLs)")]
     NeedsHttp2,
+    #[error("--http3 needs an https:// URL: HTTP/3 runs over QUIC, which is always encrypted")]
+    Http3NeedsHttps,
+    #[error("{0}")]
+    Quic(String),
 }
 
 pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, ProtocolError> {
@@ -69,9 +81,13 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, ProtocolError> {
         )?),
         false => None,
     };
+    if plan.transport.http == HttpVersion::Http3 && !target.tls {
+        return Err(ProtocolError::Http3NeedsHttps);
+    }
     let (protocol, probe_failed) = match (plan.transport.http, &offering_both) {
         (HttpVersion::Http1, _) | (HttpVersion::Auto, None) => (Protocol::Http1, None),
         (HttpVersion::Http2, _) => (Protocol::Http2, None),
+        (HttpVersion::Http3, _) => (Protocol::Http3, None),
         (HttpVersion::Auto, Some(tls)) => probe(plan, target, tls.clone())?,
     };
     if protocol == Protocol::Http1 && plan.transport.streams > 1 {
@@ -84,12 +100,14 @@ pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, ProtocolError> {
     let alpn = match protocol {
         Protocol::Http1 => ALPN_HTTP1,
         Protocol::Http2 => ALPN_H2,
+        Protocol::Http3 => crate::http3::ALPN,
     };
     let tls = offering_both.map(|tls| tls.with_alpn(&[alpn]));
     let name = match (protocol, target.tls) {
         (Protocol::Http1, _) => "http/1.1",
         (Protocol::Http2, true) => "h2",
         (Protocol::Http2, false) => "h2c",
+        (Protocol::Http3, _) => "h3",
     };
     Ok(Settled { protocol, tls, name })
 }

@@ -119,7 +119,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
         )),
         sink: BodySink::default(),
         iterations: Cell::new(0),
-        lanes: Lanes::of(&shared.prepared),
+        lanes: Lanes::of(&shared),
         worker: spec.id,
         workers: spec.workers,
         shared,

@@ -28,5 +28,6 @@ mod outbox;
 mod request;
 
 pub use home::{Home, Lane};
-pub use outbox::Outbox;
+pub use outbox::{Outbox, Pending};
 pub use request::H2Request;
+pub(crate) use request::{each_field, integer};

@@ -28,7 +28,7 @@ pub struct Outbox {
 
 impl Outbox {
     /// Queues a connection (once: the connection remembers that it is in).
-    pub(super) fn push(&self, conn: Rc<dyn Pending>) {
+    pub(crate) fn push(&self, conn: Rc<dyn Pending>) {
         self.dirty.borrow_mut().push(conn);
     }
 

@@ -93,8 +93,9 @@ impl H2Request {
 /// pseudo-headers first; values without the spaces around them. Checks
 /// what an HTTP/1.1 parser would (a token method and field names, a path
 /// and values without control characters) and drops connection-specific
-/// fields; a request that fails a check cannot be sent over HTTP/2.
-fn each_field(request: &Request, mut field: impl FnMut(&[u8], &[u8])) -> Result<(), RequestError> {
+/// fields; a request that fails a check cannot be sent over HTTP/2 (nor
+/// HTTP/3, whose rules for fields are the same).
+pub(crate) fn each_field(request: &Request, mut field: impl FnMut(&[u8], &[u8])) -> Result<(), RequestError> {
     let method = request.method.as_bytes();
     let path = request.path_or_root();
     if method.is_empty() || !method.iter().all(|b| is_token(*b)) || !path.iter().all(|b| is_uri(*b)) {
@@ -260,8 +261,9 @@ fn string(out: &mut Vec<u8>, bytes: &[u8], lowercase: bool) {
     }
 }
 
-/// An HPACK integer with an `prefix`-bit prefix after the `first` flag bits.
-fn integer(out: &mut Vec<u8>, first: u8, prefix: u32, value: usize) {
+/// An HPACK integer with an `prefix`-bit prefix after the `first` flag bits
+/// (QPACK's integers are the same).
+pub(crate) fn integer(out: &mut Vec<u8>, first: u8, prefix: u32, value: usize) {
     let max = (1usize << prefix) - 1;
     if value < max {
         out.push(first | value as u8);

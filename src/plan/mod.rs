@@ -62,6 +62,7 @@ pub enum HttpVersion {
     Auto,
     Http1,
     Http2,
+    Http3,
 }
 
 /// How much load, and its shape: what a step level and a shard change.

@@ -273,12 +273,22 @@ impl RunSpec {
         if args.streams > 1 && args.http1_1 {
             return Err(invalid("--streams needs HTTP/2: drop --http1.1"));
         }
-        if args.streams > 1 && !args.http2 && targets.iter().any(|t| !t.tls) {
+        if args.streams > 1 && !args.http2 && !args.http3 && targets.iter().any(|t| !t.tls) {
             return Err(invalid("--streams needs HTTP/2: add --http2 (h2c on http URLs)"));
         }
         if args.pipeline > 1 && args.http2 {
             return Err(invalid(
                 "--pipeline is HTTP/1.1's; HTTP/2 multiplexes with --streams",
+            ));
+        }
+        if args.pipeline > 1 && args.http3 {
+            return Err(invalid(
+                "--pipeline is HTTP/1.1's; HTTP/3 multiplexes with --streams",
+            ));
+        }
+        if args.http3 && targets.iter().any(|t| !t.tls) {
+            return Err(invalid(
+                "--http3 needs https:// URLs: HTTP/3 runs over QUIC, which is always encrypted",
             ));
         }
         if args.pipeline > 1 && args.no_keepalive {
@@ -335,13 +345,20 @@ impl RunSpec {
                 tls,
                 http: if args.http2 {
                     HttpVersion::Http2
+                } else if args.http3 {
+                    HttpVersion::Http3
                 } else if args.http1_1 {
                     HttpVersion::Http1
                 } else {
                     HttpVersion::Auto
                 },
                 streams: args.streams,
-                io: crate::net::Io::settle(args.io, args.http2),
+                // QUIC's UDP sockets wait through epoll whatever --io says:
+                // the ring drives TCP sockets only.
+                io: match args.http3 {
+                    true => crate::net::Io::settle(crate::cli::IoChoice::Epoll, false),
+                    false => crate::net::Io::settle(args.io, args.http2),
+                },
             },
             reporting: Reporting {
                 interval,

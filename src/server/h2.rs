@@ -207,6 +207,19 @@ async fn send(
     head_only: bool,
     shared: &Shared,
 ) -> Result<(), ::h2::Error> {
+    let head = response_head(&reply);
+    let has_body = reply.sends_body(head_only) && reply.body.len() > 0;
+    shared.pause.hold().await;
+    let mut stream = respond.send_response(head, !has_body)?;
+    if has_body {
+        send_body(&mut stream, reply.body, shared).await?;
+    }
+    Ok(())
+}
+
+/// The head of `reply` as `http` types (HTTP/2's and HTTP/3's): its
+/// status, `server`, and for a response with a body its type and length.
+pub(super) fn response_head(reply: &Reply<'_>) -> http::Response<()> {
     let mut head = http::Response::new(());
     *head.status_mut() =
         http::StatusCode::from_u16(reply.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
@@ -228,13 +241,7 @@ async fn send(
             fields.append(name, value);
         }
     }
-    let has_body = reply.sends_body(head_only) && reply.body.len() > 0;
-    shared.pause.hold().await;
-    let mut stream = respond.send_response(head, !has_body)?;
-    if has_body {
-        send_body(&mut stream, reply.body, shared).await?;
-    }
-    Ok(())
+    head
 }
 
 async fn send_body(

@@ -28,6 +28,7 @@
 mod api;
 mod conn;
 mod h2;
+mod h3;
 mod log;
 mod pause;
 mod preface;
@@ -80,6 +81,9 @@ pub struct ServerOptions {
     /// Where to write that certificate, PEM-encoded, before serving, so
     /// clients elsewhere can trust it. Needs `tls`.
     pub cert_out: Option<PathBuf>,
+    /// Serve HTTP/3 as well, on the UDP port of the same number, with the
+    /// same certificate. Needs `tls`.
+    pub http3: bool,
     /// Keep a log of the requests answered, in arrival order (see
     /// [`ServerHandle::requests`]); off by default, as it costs a lock per
     /// request.
@@ -93,6 +97,7 @@ impl Default for ServerOptions {
             max_inflight: None,
             tls: false,
             cert_out: None,
+            http3: false,
             log_requests: false,
         }
     }
@@ -116,6 +121,8 @@ pub struct StatsSnapshot {
     /// closed before they showed a protocol (or finished a TLS handshake)
     /// are in neither count.
     pub h2_connections: u64,
+    /// Connections served as HTTP/3 (QUIC), with their handshake done.
+    pub h3_connections: u64,
     /// Requests parsed (head and body complete).
     pub requests_received: u64,
     /// Responses fully written to the socket. The fault endpoints (`/drop`,
@@ -131,6 +138,7 @@ struct Shared {
     connections_closed: AtomicU64,
     http1_connections: AtomicU64,
     h2_connections: AtomicU64,
+    h3_connections: AtomicU64,
     requests_received: AtomicU64,
     requests_completed: AtomicU64,
     /// Set at shutdown so CPU and memory work running on blocking threads,
@@ -181,6 +189,7 @@ impl Shared {
             connections_closed: self.connections_closed.load(Relaxed),
             http1_connections: self.http1_connections.load(Relaxed),
             h2_connections: self.h2_connections.load(Relaxed),
+            h3_connections: self.h3_connections.load(Relaxed),
             requests_received: self.requests_received.load(Relaxed),
             requests_completed: self.requests_completed.load(Relaxed),
         }
@@ -312,17 +321,19 @@ pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
                     .thread_name("volley-server-worker")
                     .enable_all()
                     .build()?;
-                let listener = {
+                let (listener, quic) = {
                     let _context = runtime.enter();
-                    bind(opts.addr)?
+                    let listener = bind(opts.addr)?;
+                    let quic = bind_quic(&opts, tls.as_ref(), listener.local_addr()?)?;
+                    (listener, quic)
                 };
                 let addr = listener.local_addr()?;
-                Ok((runtime, listener, addr))
+                Ok((runtime, listener, quic, addr))
             })();
-            let (runtime, listener) = match started {
-                Ok((runtime, listener, addr)) => {
+            let (runtime, listener, quic) = match started {
+                Ok((runtime, listener, quic, addr)) => {
                     let _ = bound.send(Ok(addr));
-                    (runtime, listener)
+                    (runtime, listener, quic)
                 }
                 Err(e) => {
                     let _ = bound.send(Err(e));
@@ -333,7 +344,7 @@ pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
             let shutdown = async {
                 let _ = stopped.await;
             };
-            runtime.block_on(serve(listener, shutdown, shared, tls));
+            runtime.block_on(serve(listener, quic, shutdown, shared, tls));
             runtime.shutdown_timeout(RUNTIME_GRACE);
         }
     })?;
@@ -367,7 +378,7 @@ pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
 /// errors end only that connection. The `Result` leaves room for options
 /// (such as TLS setup) that can fail.
 pub async fn run(listener: TcpListener, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-    serve(listener, shutdown, Arc::new(Shared::default()), None).await;
+    serve(listener, None, shutdown, Arc::new(Shared::default()), None).await;
     Ok(())
 }
 
@@ -383,9 +394,11 @@ pub async fn run(listener: TcpListener, shutdown: impl Future<Output = ()>) -> i
 pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
     let (shared, tls) = prepare(&opts)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let listener = {
+    let (listener, quic) = {
         let _context = runtime.enter();
-        bind(opts.addr)?
+        let listener = bind(opts.addr)?;
+        let quic = bind_quic(&opts, tls.as_ref(), listener.local_addr()?)?;
+        (listener, quic)
     };
     let addr = listener.local_addr()?;
     {
@@ -394,8 +407,13 @@ pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
         let mut stdout = io::stdout().lock();
         let _ = writeln!(
             stdout,
-            "volley serve: listening on {}",
-            base_url(tls.is_some(), addr)
+            "volley serve: listening on {}{}",
+            base_url(tls.is_some(), addr),
+            if quic.is_some() {
+                " (HTTP/3 too, on UDP)"
+            } else {
+                ""
+            }
         );
         let _ = stdout.flush();
     }
@@ -406,7 +424,7 @@ pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    runtime.block_on(serve(listener, shutdown, shared, tls));
+    runtime.block_on(serve(listener, quic, shutdown, shared, tls));
     runtime.shutdown_timeout(RUNTIME_GRACE);
     Ok(())
 }
@@ -418,6 +436,12 @@ fn prepare(opts: &ServerOptions) -> io::Result<(Arc<Shared>, Option<Tls>)> {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "a certificate file (--cert-out) needs TLS (--tls)",
+        ));
+    }
+    if opts.http3 && !opts.tls {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "HTTP/3 (--http3) needs TLS (--tls): QUIC is always encrypted",
         ));
     }
     let shared = Arc::new(Shared::new(opts)?);
@@ -455,15 +479,35 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(BACKLOG).map_err(named)
 }
 
+/// With `opts.http3`, a QUIC endpoint on the UDP port `tcp` has. Needs a
+/// runtime context.
+fn bind_quic(
+    opts: &ServerOptions,
+    tls: Option<&Tls>,
+    tcp: SocketAddr,
+) -> io::Result<Option<quinn::Endpoint>> {
+    let Some(tls) = tls.filter(|_| opts.http3) else {
+        return Ok(None);
+    };
+    let config = h3::server_config(tls)?;
+    quinn::Endpoint::server(config, tcp)
+        .map(Some)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen for HTTP/3 on UDP {tcp}: {e}")))
+}
+
 async fn serve(
     listener: TcpListener,
+    quic: Option<quinn::Endpoint>,
     shutdown: impl Future<Output = ()>,
     shared: Arc<Shared>,
     tls: Option<Tls>,
 ) {
     let acceptor = tls.map(|tls| tls.acceptor);
-    let mut shutdown = std::pin::pin!(shutdown);
     let mut connections = JoinSet::new();
+    if let Some(endpoint) = &quic {
+        connections.spawn(h3::serve(endpoint.clone(), Arc::clone(&shared)));
+    }
+    let mut shutdown = std::pin::pin!(shutdown);
     let mut reported_accept_error = false;
     loop {
         tokio::select! {
@@ -491,6 +535,9 @@ async fn serve(
         }
     }
     drop(listener);
+    if let Some(endpoint) = &quic {
+        endpoint.close(quinn::VarInt::from_u32(0x100), b"the server is stopping");
+    }
     shared.stopping.store(true, Relaxed);
     // Aborting drops each connection's future wherever it waits (a read, a
     // sleep, a stall), which closes its socket.

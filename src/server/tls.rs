@@ -25,6 +25,8 @@ pub(super) struct Tls {
     pub acceptor: TlsAcceptor,
     /// The certificate, PEM-encoded, for clients to trust.
     pub cert_pem: String,
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
 }
 
 impl Tls {
@@ -42,19 +44,36 @@ impl Tls {
             .map_err(|e| failed("generating the certificate", &e))?;
         let key = PrivateKeyDer::try_from(certified.signing_key.serialize_der())
             .map_err(|e| failed("reading the generated key", &e))?;
+        let mut tls = Self {
+            acceptor: TlsAcceptor::from(Arc::new(
+                rustls::ServerConfig::builder()
+                    .with_no_client_auth()
+                    .with_single_cert(vec![certified.cert.der().clone()], key.clone_key())
+                    .map_err(|e| failed("using the certificate", &e))?,
+            )),
+            cert_pem: certified.cert.pem(),
+            cert: certified.cert.der().clone(),
+            key,
+        };
+        // In order of preference: a client that speaks both gets HTTP/2.
+        tls.acceptor = TlsAcceptor::from(Arc::new(tls.rustls_config(&[b"h2", b"http/1.1"])?));
+        Ok(tls)
+    }
+
+    /// A rustls configuration with the certificate, offering `alpn`.
+    pub(super) fn rustls_config(&self, alpn: &[&[u8]]) -> io::Result<rustls::ServerConfig> {
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            io::Error::other(format!("cannot set up TLS: {what}: {e}"))
+        };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| failed("choosing protocol versions", &e))?
             .with_no_client_auth()
-            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .with_single_cert(vec![self.cert.clone()], self.key.clone_key())
             .map_err(|e| failed("using the certificate", &e))?;
-        // In order of preference: a client that speaks both gets HTTP/2.
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Self {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
-            cert_pem: certified.cert.pem(),
-        })
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(config)
     }
 }
 

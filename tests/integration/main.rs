@@ -10,6 +10,7 @@ mod hostile;
 mod hostile_h2;
 mod html;
 mod http2;
+mod http3;
 mod import;
 mod import_browser;
 mod io;

@@ -368,6 +368,7 @@ fn stats_count_connections_and_requests() {
         connections_closed: CONNECTIONS,
         http1_connections: CONNECTIONS,
         h2_connections: 0,
+        h3_connections: 0,
         requests_received: requests,
         requests_completed: requests,
     };
@@ -385,6 +386,7 @@ fn stats_count_connections_and_requests() {
             "connections_closed": CONNECTIONS,
             "http1_connections": CONNECTIONS + 1,
             "h2_connections": 0,
+            "h3_connections": 0,
             "requests_received": requests + 1,
             "requests_completed": requests,
         })

@@ -193,6 +193,7 @@ fn stats_count_h2_connections_and_requests() {
             connections_closed: 1,
             http1_connections: 0,
             h2_connections: 1,
+            h3_connections: 0,
             requests_received: 6,
             requests_completed: 6,
         }

@@ -1,0 +1,1018 @@
+//! One HTTP/3 connection: a QUIC connection (quinn-proto's state machine)
+//! on a connected UDP socket of its own, and the request streams its lanes
+//! run on it.
+//!
+//! As over HTTP/2 there is no connection task: a lane opens its stream and
+//! writes its request into the QUIC connection, then polls for its
+//! response, and while it waits it receives the socket's datagrams, runs
+//! the connection's timers and reads every stream that has data,
+//! completing and waking the lanes they belong to. The last lane that found
+//! the socket empty is the *driver*: the socket and the timer hold its
+//! waker. Datagrams go out at the worker's flush (the connection queues
+//! itself in the worker's [`Outbox`]), so the requests of a batch of
+//! responses leave together, several datagrams per system call where the
+//! kernel has GSO.
+//!
+//! quinn-proto does QUIC (packets, loss recovery, congestion and flow
+//! control, TLS 1.3 through rustls); the HTTP/3 frames and QPACK are
+//! volley's own ([`super::frame`], [`super::qpack`]), as its HPACK is.
+
+use super::frame::{self, FrameReader, Piece};
+use super::qpack;
+use super::request::H3Request;
+use crate::http2::{Outbox, Pending};
+use crate::response::{Capture, ResponseHead};
+use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use bytes::BytesMut;
+use quinn_proto::{
+    ClientConfig, ConnectionError, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event,
+    ReadError, StreamEvent, StreamId, VarInt, WriteError,
+};
+use std::cell::{Cell, RefCell};
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+
+/// The largest response field section volley accepts, advertised as
+/// SETTINGS_MAX_FIELD_SECTION_SIZE (as HTTP/2's header list limit).
+pub const MAX_FIELD_SECTION: usize = 256 * 1024;
+/// Receive buffer: room for one GRO batch of datagrams.
+const RECV_BUFFER: usize = 64 * 1024;
+/// A lane yields to the runtime after this many receives in one poll that
+/// found datagrams waiting (a flood must not starve timers and flushes).
+const YIELD_READS: u32 = 32;
+
+/// Why a stream ended without a response.
+#[derive(Debug)]
+pub enum Failure {
+    /// The server did not process it (H3_REQUEST_REJECTED, or above a
+    /// GOAWAY's limit): safe to send again on another connection.
+    Refused,
+    Error(RequestError),
+}
+
+/// A finished stream: its outcome and the capture it was lent.
+pub type Finished = (Result<ResponseHead, Failure>, Option<Capture>);
+
+#[derive(Default)]
+struct LaneState {
+    id: Option<StreamId>,
+    /// Bytes of the request written into the stream.
+    sent: usize,
+    /// The request is all written and the stream finished.
+    send_done: bool,
+    reader: FrameReader,
+    /// A HEADERS frame's field section, gathered until whole.
+    block: Vec<u8>,
+    /// The final status; 0 until it came.
+    status: u16,
+    bytes: u64,
+    result: Option<Result<(), Failure>>,
+    waker: Option<Waker>,
+    capture: Option<Capture>,
+}
+
+impl LaneState {
+    fn open(&self) -> bool {
+        self.id.is_some() && self.result.is_none()
+    }
+}
+
+/// A stream the server opened towards volley: its control stream, QPACK
+/// streams (unused, as volley allows no dynamic table), or others.
+struct PeerStream {
+    id: StreamId,
+    /// The stream's type, once its first bytes came.
+    kind: Option<u64>,
+    head: Vec<u8>,
+    reader: FrameReader,
+    /// A control frame's payload (SETTINGS, GOAWAY), gathered.
+    payload: Vec<u8>,
+}
+
+struct Inner {
+    socket: UdpSocket,
+    udp: quinn_udp::UdpSocketState,
+    endpoint: Endpoint,
+    handle: ConnectionHandle,
+    quic: quinn_proto::Connection,
+    /// Datagrams per send (GSO) and per receive (GRO).
+    max_datagrams: usize,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    timer_at: Option<Instant>,
+    /// A transmit the socket could not take yet.
+    unsent: Option<quinn_proto::Transmit>,
+    send_buf: Vec<u8>,
+    recv_buf: Box<[u8]>,
+    /// For stateless answers the endpoint would send (a client has none
+    /// to send, but the call needs the room).
+    spare: Vec<u8>,
+    lanes: Vec<LaneState>,
+    /// The control stream's preface still to write.
+    control: Option<(StreamId, Vec<u8>, usize)>,
+    peers: Vec<PeerStream>,
+    /// A GOAWAY's limit: streams from this id on were not processed.
+    goaway: Option<u64>,
+    connected: bool,
+    dead: bool,
+    /// Why the connection died, as a message for every stream it failed.
+    death: Option<(ErrorKind, String)>,
+    closing: bool,
+    driver: Option<usize>,
+    capacity_waiters: Vec<Waker>,
+    /// Scratch for field names and values.
+    name: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// One HTTP/3 connection, shared by the lanes of one [`super::Home`].
+pub struct Conn {
+    inner: RefCell<Inner>,
+    outbox: Rc<Outbox>,
+    this: Weak<Conn>,
+    queued: Cell<bool>,
+}
+
+impl Pending for Conn {
+    fn write_out(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut inner = self.inner.borrow_mut();
+        let sent = inner.poll_transmit(cx);
+        // Sending may have armed a timer (loss detection) earlier than the
+        // one the driver waits on: have it look again.
+        let moved = inner.quic.poll_timeout() != inner.timer_at;
+        if (moved || inner.orphaned())
+            && let Some(waker) = inner.a_waiting_waker()
+        {
+            waker.wake_by_ref();
+        }
+        match sent {
+            Poll::Ready(()) => {
+                self.queued.set(false);
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Conn {
+    /// Opens a QUIC connection to `addr` and completes its handshake (the
+    /// caller bounds the time); `lanes` is how many lanes share it.
+    pub async fn connect(
+        addr: SocketAddr,
+        config: ClientConfig,
+        server_name: &str,
+        lanes: usize,
+        outbox: Rc<Outbox>,
+    ) -> Result<Rc<Conn>, RequestError> {
+        let conn = Conn::start_connecting(addr, config, server_name, lanes, outbox)?;
+        std::future::poll_fn(|cx| conn.poll_handshake(cx)).await?;
+        Ok(conn)
+    }
+
+    fn start_connecting(
+        addr: SocketAddr,
+        config: ClientConfig,
+        server_name: &str,
+        lanes: usize,
+        outbox: Rc<Outbox>,
+    ) -> Result<Rc<Conn>, RequestError> {
+        let connect_err = |err: io::Error| RequestError::io(ErrorKind::Connect, err);
+        let local: SocketAddr = match addr {
+            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let std_socket = std::net::UdpSocket::bind(local).map_err(connect_err)?;
+        // Connected: the kernel routes only this server's datagrams here
+        // and reports an unreachable port as a refused connection.
+        std_socket.connect(addr).map_err(connect_err)?;
+        std_socket.set_nonblocking(true).map_err(connect_err)?;
+        let udp = quinn_udp::UdpSocketState::new((&std_socket).into()).map_err(connect_err)?;
+        let socket = UdpSocket::from_std(std_socket).map_err(connect_err)?;
+        let mut endpoint = Endpoint::new(
+            Arc::new(EndpointConfig::default()),
+            None,
+            !udp.may_fragment(),
+            None,
+        );
+        let (handle, quic) = endpoint
+            .connect(Instant::now(), config, addr, server_name)
+            .map_err(|err| {
+                RequestError::new(ErrorKind::Connect, ErrorDetail::Text(format!("QUIC: {err}")))
+            })?;
+        let max_datagrams = udp.max_gso_segments().max(1);
+        Ok(Rc::new_cyclic(|this| Conn {
+            outbox,
+            this: this.clone(),
+            queued: Cell::new(false),
+            inner: RefCell::new(Inner {
+                socket,
+                udp,
+                endpoint,
+                handle,
+                quic,
+                max_datagrams,
+                timer: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
+                timer_at: None,
+                unsent: None,
+                send_buf: Vec::with_capacity(1500 * max_datagrams),
+                recv_buf: vec![0; RECV_BUFFER].into_boxed_slice(),
+                spare: Vec::new(),
+                lanes: (0..lanes).map(|_| LaneState::default()).collect(),
+                control: None,
+                peers: Vec::new(),
+                goaway: None,
+                connected: false,
+                dead: false,
+                death: None,
+                closing: false,
+                driver: None,
+                capacity_waiters: Vec::new(),
+                name: Vec::new(),
+                value: Vec::new(),
+            }),
+        }))
+    }
+
+    /// Drives the handshake: ready once the connection is up (its control
+    /// stream opened), or with why it failed.
+    fn poll_handshake(&self, cx: &mut Context<'_>) -> Poll<Result<(), RequestError>> {
+        let mut inner = self.inner.borrow_mut();
+        loop {
+            let _ = inner.poll_transmit(cx);
+            if inner.connected {
+                return Poll::Ready(Ok(()));
+            }
+            if inner.dead {
+                let (kind, message) = inner.death.clone().unwrap_or((ErrorKind::Connect, String::new()));
+                // A handshake that fails is the connect's or TLS's failure.
+                let kind = if kind == ErrorKind::Tls {
+                    kind
+                } else {
+                    ErrorKind::Connect
+                };
+                return Poll::Ready(Err(RequestError::new(kind, ErrorDetail::Text(message))));
+            }
+            match inner.poll_receive(cx) {
+                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Err(err)) => inner.socket_failed(err),
+                Poll::Pending => match inner.poll_timer(cx) {
+                    Poll::Ready(()) => continue,
+                    Poll::Pending => return Poll::Pending,
+                },
+            }
+        }
+    }
+
+    /// Queues the connection for the worker's next flush.
+    fn queue(&self) {
+        if !self.queued.get() {
+            self.queued.set(true);
+            if let Some(this) = self.this.upgrade() {
+                self.outbox.push(this);
+            }
+        }
+    }
+
+    /// Whether a new stream may start here.
+    pub fn accepts_streams(&self) -> bool {
+        let inner = self.inner.borrow();
+        !inner.dead && !inner.closing && inner.goaway.is_none()
+    }
+
+    /// Starts no more streams here (one connection per request).
+    pub fn retire(&self) {
+        self.inner.borrow_mut().closing = true;
+    }
+
+    /// Takes in whatever the socket holds without waiting, so a close the
+    /// server sent while the connection sat idle is seen before a new
+    /// stream starts on it.
+    pub fn catch_up(&self) {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut inner = self.inner.borrow_mut();
+        while let Poll::Ready(Ok(())) = inner.poll_receive(&mut cx) {}
+        inner.run_timers();
+    }
+
+    /// Opens the lane's stream and writes its request: ready with `true`
+    /// once it is open, `false` when the connection takes no more streams
+    /// (the lane goes to another), pending while the server's stream limit
+    /// is reached.
+    pub fn poll_start(
+        &self,
+        lane: usize,
+        request: &H3Request,
+        capture: &mut Option<Capture>,
+        cx: &mut Context<'_>,
+    ) -> Poll<bool> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.dead || inner.closing || inner.goaway.is_some() {
+            return Poll::Ready(false);
+        }
+        let Some(id) = inner.quic.streams().open(Dir::Bi) else {
+            inner.capacity_waiters.push(cx.waker().clone());
+            return Poll::Pending;
+        };
+        let state = &mut inner.lanes[lane];
+        state.id = Some(id);
+        state.sent = 0;
+        state.send_done = false;
+        state.reader.reset();
+        state.block.clear();
+        state.status = 0;
+        state.bytes = 0;
+        state.result = None;
+        state.capture = capture.take();
+        inner.send_request(lane, request);
+        drop(inner);
+        self.queue();
+        Poll::Ready(true)
+    }
+
+    /// Drives the connection until the lane's stream has finished.
+    pub fn poll_response(&self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
+        let finished = self.inner.borrow_mut().drive(lane, request, cx);
+        self.queue();
+        finished
+    }
+
+    /// The lane gave up on its stream (a timeout, or the run ended): the
+    /// server is told, and later data for it is ignored.
+    pub fn cancel(&self, lane: usize) {
+        let mut inner = self.inner.borrow_mut();
+        let state = &mut inner.lanes[lane];
+        let Some(id) = state.id.filter(|_| state.result.is_none()) else {
+            return;
+        };
+        state.result = Some(Err(Failure::Error(RequestError::protocol("cancelled"))));
+        let code = VarInt::from_u64(frame::H3_REQUEST_CANCELLED).expect("a small code");
+        let _ = inner.quic.send_stream(id).reset(code);
+        let _ = inner.quic.recv_stream(id).stop(code);
+        inner.lanes[lane].id = None;
+        inner.let_go(lane);
+        drop(inner);
+        self.queue();
+    }
+}
+
+impl Drop for Inner {
+    /// Closes the connection cleanly, as far as one send allows: the
+    /// server learns at once rather than at its idle timeout.
+    fn drop(&mut self) {
+        if self.dead {
+            return;
+        }
+        let code = VarInt::from_u64(frame::H3_NO_ERROR).expect("a small code");
+        self.quic.close(Instant::now(), code, bytes::Bytes::new());
+        self.unsent = None;
+        let waker = std::task::Waker::noop();
+        let _ = self.poll_transmit(&mut Context::from_waker(waker));
+    }
+}
+
+impl Inner {
+    /// Reads, runs timers and handles events until the lane's stream has
+    /// finished.
+    fn drive(&mut self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
+        let mut reads = 0u32;
+        loop {
+            if self.lanes[lane].result.is_some() {
+                return Poll::Ready(self.finish(lane));
+            }
+            self.send_request(lane, request);
+            reads += 1;
+            if reads > YIELD_READS {
+                self.driver = Some(lane);
+                self.lanes[lane].waker = Some(cx.waker().clone());
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            match self.poll_receive(cx) {
+                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Err(err)) => {
+                    self.socket_failed(err);
+                    continue;
+                }
+                Poll::Pending => {}
+            }
+            if self.poll_timer(cx).is_ready() {
+                continue;
+            }
+            self.driver = Some(lane);
+            if self.lanes[lane].result.is_some() {
+                return Poll::Ready(self.finish(lane));
+            }
+            let waker = &mut self.lanes[lane].waker;
+            if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waker = Some(cx.waker().clone());
+            }
+            return Poll::Pending;
+        }
+    }
+
+    /// Hands the lane's finished stream back and frees its place.
+    fn finish(&mut self, lane: usize) -> Finished {
+        let state = &mut self.lanes[lane];
+        let result = state.result.take().expect("finished");
+        state.id = None;
+        let head = ResponseHead {
+            status: state.status,
+            bytes: state.bytes,
+            close: false,
+        };
+        let capture = state.capture.take();
+        self.let_go(lane);
+        (result.map(|()| head), capture)
+    }
+
+    fn let_go(&mut self, lane: usize) {
+        if self.driver == Some(lane) {
+            self.driver = None;
+        }
+    }
+
+    /// Streams wait here but no lane is registered to read the socket.
+    fn orphaned(&self) -> bool {
+        self.driver.is_none() && !self.dead && self.lanes.iter().any(LaneState::open)
+    }
+
+    fn a_waiting_waker(&self) -> Option<&Waker> {
+        let driver = self.driver.and_then(|d| self.lanes[d].waker.as_ref());
+        driver.or_else(|| {
+            self.lanes
+                .iter()
+                .filter(|l| l.open())
+                .find_map(|l| l.waker.as_ref())
+        })
+    }
+
+    /// Writes what the QUIC connection will take of the lane's request,
+    /// and finishes the stream once it is all in.
+    fn send_request(&mut self, lane: usize, request: &H3Request) {
+        let state = &mut self.lanes[lane];
+        let Some(id) = state.id.filter(|_| !state.send_done && state.result.is_none()) else {
+            return;
+        };
+        let mut stream = self.quic.send_stream(id);
+        while state.sent < request.stream_len() {
+            match stream.write(request.from(state.sent)) {
+                Ok(n) => state.sent += n,
+                // Flow control: a Writable event wakes the lane for more.
+                Err(WriteError::Blocked) => return,
+                // The server stopped reading (it answered early, or reset
+                // the stream): its response, or its reset, says the rest.
+                Err(WriteError::Stopped(_) | WriteError::ClosedStream) => {
+                    state.send_done = true;
+                    return;
+                }
+            }
+        }
+        let _ = stream.finish();
+        state.send_done = true;
+    }
+
+    /// Receives what the socket has (one batch of datagrams) and handles
+    /// it; pending when there is nothing.
+    fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            if self.dead {
+                return Poll::Pending;
+            }
+            std::task::ready!(self.socket.poll_recv_ready(cx))?;
+            let mut meta = [quinn_udp::RecvMeta::default()];
+            let received = {
+                let (socket, udp, buf) = (&self.socket, &self.udp, &mut self.recv_buf);
+                let mut bufs = [IoSliceMut::new(buf)];
+                socket.try_io(Interest::READABLE, || {
+                    udp.recv(socket.into(), &mut bufs, &mut meta)
+                })
+            };
+            match received {
+                Ok(_) => {
+                    let meta = meta[0];
+                    let stride = if meta.stride == 0 { meta.len } else { meta.stride };
+                    let now = Instant::now();
+                    let ecn = meta
+                        .ecn
+                        .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+                    let mut start = 0;
+                    while start < meta.len {
+                        let end = (start + stride).min(meta.len);
+                        let data = BytesMut::from(&self.recv_buf[start..end]);
+                        start = end;
+                        if let Some(DatagramEvent::ConnectionEvent(_, event)) =
+                            self.endpoint
+                                .handle(now, meta.addr, meta.dst_ip, ecn, data, &mut self.spare)
+                        {
+                            self.quic.handle_event(event);
+                        }
+                    }
+                    self.process_events();
+                    return Poll::Ready(Ok(()));
+                }
+                // `try_io` cleared the readiness: wait for the next.
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(err) => return Poll::Ready(Err(err)),
+            }
+        }
+    }
+
+    /// Runs the connection's timers if due; ready when one fired (there
+    /// may be more to do), else the driver's waker waits on the next.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.run_timers() {
+            return Poll::Ready(());
+        }
+        let Some(at) = self.timer_at else {
+            return Poll::Pending;
+        };
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                // Fired just now: handled on the next pass.
+                let _ = at;
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Handles a due timer and re-arms the sleep for the next; whether one
+    /// was due.
+    fn run_timers(&mut self) -> bool {
+        let now = Instant::now();
+        let mut fired = false;
+        if self.quic.poll_timeout().is_some_and(|at| at <= now) {
+            self.quic.handle_timeout(now);
+            self.process_events();
+            fired = true;
+        }
+        let next = self.quic.poll_timeout();
+        if next != self.timer_at {
+            self.timer_at = next;
+            if let Some(at) = next {
+                self.timer.as_mut().reset(tokio::time::Instant::from_std(at));
+            }
+        }
+        fired
+    }
+
+    /// Sends every datagram the connection has; pending while the socket
+    /// is full (`cx` woken when it has room).
+    fn poll_transmit(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if self.unsent.is_none() {
+                self.send_buf.clear();
+                self.unsent = self
+                    .quic
+                    .poll_transmit(Instant::now(), self.max_datagrams, &mut self.send_buf);
+            }
+            let Some(transmit) = &self.unsent else {
+                return Poll::Ready(());
+            };
+            let datagram = quinn_udp::Transmit {
+                destination: transmit.destination,
+                ecn: transmit
+                    .ecn
+                    .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
+                contents: &self.send_buf[..transmit.size],
+                segment_size: transmit.segment_size,
+                src_ip: transmit.src_ip,
+            };
+            let (socket, udp) = (&self.socket, &self.udp);
+            match socket.try_io(Interest::WRITABLE, || udp.try_send(socket.into(), &datagram)) {
+                Ok(()) => self.unsent = None,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    if self.socket.poll_send_ready(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+                // Path MTU probes larger than the path: expected, and lost
+                // like any datagram.
+                Err(err) if err.raw_os_error() == Some(libc::EMSGSIZE) => self.unsent = None,
+                Err(err) => {
+                    self.unsent = None;
+                    self.socket_failed(err);
+                    return Poll::Ready(());
+                }
+            }
+        }
+    }
+
+    /// The socket failed (a refused port shows up here): the connection
+    /// is over.
+    fn socket_failed(&mut self, err: io::Error) {
+        let kind = match self.connected {
+            false => ErrorKind::Connect,
+            true => RequestError::from_io(io::Error::from(err.kind())).kind,
+        };
+        self.die(kind, err.to_string());
+    }
+
+    /// Ends the connection: every open stream fails with `message`.
+    fn die(&mut self, kind: ErrorKind, message: String) {
+        if self.dead {
+            return;
+        }
+        self.dead = true;
+        for state in self.lanes.iter_mut().filter(|l| l.open()) {
+            let err = RequestError::new(kind, ErrorDetail::Text(message.clone()));
+            state.result = Some(Err(Failure::Error(err)));
+            if let Some(waker) = &state.waker {
+                waker.wake_by_ref();
+            }
+        }
+        for waker in self.capacity_waiters.drain(..) {
+            waker.wake();
+        }
+        self.death = Some((kind, message));
+    }
+
+    /// Handles everything the connection has to say after new datagrams
+    /// or a timer.
+    fn process_events(&mut self) {
+        while let Some(event) = self.quic.poll_endpoint_events() {
+            if let Some(event) = self.endpoint.handle_event(self.handle, event) {
+                self.quic.handle_event(event);
+            }
+        }
+        while let Some(event) = self.quic.poll() {
+            match event {
+                Event::Connected => self.on_connected(),
+                Event::ConnectionLost { reason } => {
+                    let (kind, message) = describe_loss(&reason, self.connected);
+                    self.die(kind, message);
+                }
+                Event::Stream(StreamEvent::Readable { id }) => self.readable(id),
+                Event::Stream(StreamEvent::Opened { dir: Dir::Uni }) => {
+                    while let Some(id) = self.quic.streams().accept(Dir::Uni) {
+                        self.peers.push(PeerStream {
+                            id,
+                            kind: None,
+                            head: Vec::new(),
+                            reader: FrameReader::default(),
+                            payload: Vec::new(),
+                        });
+                        self.readable(id);
+                    }
+                }
+                Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
+                    // A server may not open request streams (RFC 9114 6.1).
+                    self.close_with(0x103, "the server opened a bidirectional stream");
+                }
+                Event::Stream(StreamEvent::Writable { id }) => {
+                    if let Some(state) = self.lanes.iter().find(|l| l.id == Some(id))
+                        && let Some(waker) = &state.waker
+                    {
+                        waker.wake_by_ref();
+                    }
+                }
+                Event::Stream(StreamEvent::Available { dir: Dir::Bi }) => {
+                    for waker in self.capacity_waiters.drain(..) {
+                        waker.wake();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn on_connected(&mut self) {
+        self.connected = true;
+        if let Some(id) = self.quic.streams().open(Dir::Uni) {
+            self.control = Some((id, frame::control_stream_preface(MAX_FIELD_SECTION), 0));
+            self.write_control();
+        }
+    }
+
+    fn write_control(&mut self) {
+        if let Some((id, preface, sent)) = &mut self.control
+            && *sent < preface.len()
+            && let Ok(n) = self.quic.send_stream(*id).write(&preface[*sent..])
+        {
+            *sent += n;
+        }
+    }
+
+    /// Closes the connection with an HTTP/3 error: the server broke the
+    /// protocol.
+    fn close_with(&mut self, code: u64, why: &'static str) {
+        let code = VarInt::from_u64(code).expect("a small code");
+        self.quic
+            .close(Instant::now(), code, bytes::Bytes::from_static(why.as_bytes()));
+        self.die(ErrorKind::Protocol, format!("HTTP/3: {why}"));
+    }
+
+    /// Reads a stream that has data: a lane's response, or one of the
+    /// server's own streams.
+    fn readable(&mut self, id: StreamId) {
+        if id.dir() == Dir::Bi {
+            if let Some(lane) = self
+                .lanes
+                .iter()
+                .position(|l| l.id == Some(id) && l.result.is_none())
+            {
+                self.read_response(lane, id);
+            }
+        } else if let Some(peer) = self.peers.iter().position(|p| p.id == id) {
+            self.read_peer(peer);
+        }
+    }
+
+    /// Reads what lane `lane`'s stream has and handles its frames.
+    fn read_response(&mut self, lane: usize, id: StreamId) {
+        let mut recv = self.quic.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
+        let state = &mut self.lanes[lane];
+        let mut outcome = None;
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(chunk)) => {
+                    state.bytes += chunk.bytes.len() as u64;
+                    if let Err(err) = on_response_bytes(state, &chunk.bytes, &mut self.name, &mut self.value)
+                    {
+                        outcome = Some(Err(Failure::Error(err)));
+                        break;
+                    }
+                }
+                Ok(None) => {
+                    outcome = Some(if state.status != 0 && state.reader.at_boundary() {
+                        Ok(())
+                    } else {
+                        Err(Failure::Error(RequestError::new(
+                            ErrorKind::Reset,
+                            ErrorDetail::Static("the HTTP/3 stream ended before the response was complete"),
+                        )))
+                    });
+                    break;
+                }
+                Err(ReadError::Blocked) => break,
+                Err(ReadError::Reset(code)) => {
+                    outcome = Some(Err(match code.into_inner() {
+                        frame::H3_REQUEST_REJECTED => Failure::Refused,
+                        code => Failure::Error(RequestError::new(
+                            ErrorKind::Reset,
+                            ErrorDetail::Text(format!(
+                                "the server reset the HTTP/3 stream ({})",
+                                error_name(code)
+                            )),
+                        )),
+                    }));
+                    break;
+                }
+            }
+        }
+        let _ = chunks.finalize();
+        if let Some(outcome) = outcome {
+            let failed = outcome.is_err();
+            state.result = Some(outcome);
+            if let Some(waker) = &state.waker {
+                waker.wake_by_ref();
+            }
+            if failed {
+                // Nothing more from this stream is wanted.
+                let code = VarInt::from_u64(frame::H3_REQUEST_CANCELLED).expect("a small code");
+                let _ = self.quic.recv_stream(id).stop(code);
+            }
+        }
+    }
+
+    /// Reads one of the server's unidirectional streams: the control
+    /// stream's SETTINGS and GOAWAY are read, the rest is dropped.
+    fn read_peer(&mut self, index: usize) {
+        let id = self.peers[index].id;
+        let mut recv = self.quic.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
+        let mut goaway = None;
+        let mut violation = None;
+        let peer = &mut self.peers[index];
+        while let Ok(Some(chunk)) = chunks.next(usize::MAX) {
+            let mut bytes = &chunk.bytes[..];
+            if peer.kind.is_none() {
+                peer.head.extend_from_slice(bytes);
+                let Some((kind, len)) = frame::varint(&peer.head) else {
+                    continue;
+                };
+                peer.kind = Some(kind);
+                let skip = len - (peer.head.len() - bytes.len());
+                bytes = &bytes[skip..];
+            }
+            if peer.kind != Some(frame::CONTROL_STREAM) {
+                continue;
+            }
+            let mut pos = 0;
+            while let Some(piece) = peer.reader.next(bytes, &mut pos) {
+                let Piece::Payload { kind, range, last } = piece else {
+                    continue;
+                };
+                if kind == frame::GOAWAY || kind == frame::SETTINGS {
+                    if peer.payload.len() + range.len() > 64 * 1024 {
+                        violation = Some("a control frame too large");
+                        break;
+                    }
+                    peer.payload.extend_from_slice(&bytes[range]);
+                }
+                if last {
+                    match kind {
+                        frame::GOAWAY => goaway = frame::varint(&peer.payload).map(|(v, _)| v),
+                        frame::DATA | frame::HEADERS | frame::PUSH_PROMISE => {
+                            violation = Some("a request frame on the control stream")
+                        }
+                        _ => {}
+                    }
+                    peer.payload.clear();
+                }
+            }
+        }
+        let _ = chunks.finalize();
+        if let Some(why) = violation {
+            self.close_with(frame::H3_FRAME_UNEXPECTED, why);
+        }
+        if let Some(limit) = goaway {
+            self.on_goaway(limit);
+        }
+    }
+
+    /// The server takes no streams from `limit` on: those already open
+    /// above it were not processed and go again elsewhere.
+    fn on_goaway(&mut self, limit: u64) {
+        self.goaway = Some(self.goaway.map_or(limit, |old| old.min(limit)));
+        for state in &mut self.lanes {
+            if state.open() && state.id.is_some_and(|id| VarInt::from(id).into_inner() >= limit) {
+                state.result = Some(Err(Failure::Refused));
+                if let Some(waker) = &state.waker {
+                    waker.wake_by_ref();
+                }
+            }
+        }
+        for waker in self.capacity_waiters.drain(..) {
+            waker.wake();
+        }
+    }
+}
+
+/// Handles bytes of a response stream: frames in order, the field section
+/// decoded when whole, body bytes counted (and kept for a plan).
+fn on_response_bytes(
+    state: &mut LaneState,
+    bytes: &[u8],
+    name: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+) -> Result<(), RequestError> {
+    let mut pos = 0;
+    while let Some(piece) = state.reader.next(bytes, &mut pos) {
+        match piece {
+            Piece::Start { kind, len } => match kind {
+                frame::HEADERS if len as usize > MAX_FIELD_SECTION => {
+                    return Err(RequestError::protocol(
+                        "an HTTP/3 field section over volley's limit",
+                    ));
+                }
+                frame::HEADERS => state.block.clear(),
+                frame::DATA if state.status == 0 => {
+                    return Err(RequestError::protocol(
+                        "HTTP/3 DATA before the response's HEADERS",
+                    ));
+                }
+                frame::SETTINGS | frame::GOAWAY | frame::PUSH_PROMISE | 0x03 | 0x0d => {
+                    return Err(RequestError::protocol(
+                        "an HTTP/3 control frame on a request stream",
+                    ));
+                }
+                _ => {}
+            },
+            Piece::Payload { kind, range, last } => match kind {
+                frame::HEADERS => {
+                    state.block.extend_from_slice(&bytes[range]);
+                    if last {
+                        on_field_section(state, name, value)?;
+                    }
+                }
+                frame::DATA => {
+                    if let Some(capture) = &mut state.capture {
+                        capture.keep_body(&bytes[range]);
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    Ok(())
+}
+
+/// A whole field section: an interim response (1xx) is passed over, the
+/// final one sets the status; trailers after it are ignored.
+fn on_field_section(
+    state: &mut LaneState,
+    name: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+) -> Result<(), RequestError> {
+    if state.status != 0 {
+        return Ok(()); // trailers
+    }
+    let capture = &mut state.capture;
+    let want = capture.is_some();
+    let status = qpack::decode_response(&state.block, want, name, value, |n, v| {
+        if let Some(capture) = capture.as_mut() {
+            capture.add_header(std::str::from_utf8(n).unwrap_or_default(), v);
+        }
+    })
+    .map_err(|err| RequestError::new(ErrorKind::Protocol, ErrorDetail::Text(err.to_string())))?;
+    if !(100..200).contains(&status) {
+        state.status = status;
+    } else if let Some(capture) = capture {
+        // The interim response's fields are not the response's.
+        capture.headers.clear();
+        capture.set_cookies.clear();
+    }
+    Ok(())
+}
+
+/// The name of an HTTP/3 error code (RFC 9114 8.1), or its number.
+fn error_name(code: u64) -> String {
+    const NAMES: [&str; 17] = [
+        "H3_NO_ERROR",
+        "H3_GENERAL_PROTOCOL_ERROR",
+        "H3_INTERNAL_ERROR",
+        "H3_STREAM_CREATION_ERROR",
+        "H3_CLOSED_CRITICAL_STREAM",
+        "H3_FRAME_UNEXPECTED",
+        "H3_FRAME_ERROR",
+        "H3_EXCESSIVE_LOAD",
+        "H3_ID_ERROR",
+        "H3_SETTINGS_ERROR",
+        "H3_MISSING_SETTINGS",
+        "H3_REQUEST_REJECTED",
+        "H3_REQUEST_CANCELLED",
+        "H3_REQUEST_INCOMPLETE",
+        "H3_MESSAGE_ERROR",
+        "H3_CONNECT_ERROR",
+        "H3_VERSION_FALLBACK",
+    ];
+    match code.checked_sub(0x100).and_then(|i| NAMES.get(i as usize)) {
+        Some(name) => (*name).to_string(),
+        None if (0x200..0x300).contains(&code) => format!("QPACK error 0x{code:x}"),
+        None => format!("error 0x{code:x}"),
+    }
+}
+
+/// What a lost connection means for the streams on it, and the words for
+/// it: a handshake that never completes is the connect's failure (or TLS's,
+/// when the server refused the handshake), an idle timeout or a close
+/// afterwards the stream's.
+fn describe_loss(reason: &ConnectionError, connected: bool) -> (ErrorKind, String) {
+    let kind = |after: ErrorKind| if connected { after } else { ErrorKind::Connect };
+    match reason {
+        ConnectionError::TimedOut if !connected => (
+            ErrorKind::Connect,
+            "the QUIC handshake timed out (no answer from the server)".to_string(),
+        ),
+        ConnectionError::TimedOut => (
+            ErrorKind::Timeout,
+            "the QUIC connection went idle past its timeout".to_string(),
+        ),
+        ConnectionError::ApplicationClosed(close) => (
+            kind(ErrorKind::Reset),
+            format!(
+                "the server closed the HTTP/3 connection ({})",
+                error_name(close.error_code.into_inner())
+            ),
+        ),
+        ConnectionError::ConnectionClosed(close) => {
+            // CRYPTO_ERROR codes (0x100-0x1ff) carry a TLS alert.
+            let code = u64::from(close.error_code);
+            let tls = (0x100..0x200).contains(&code);
+            let kind = if tls {
+                ErrorKind::Tls
+            } else {
+                kind(ErrorKind::Protocol)
+            };
+            (kind, format!("the server closed the QUIC connection: {close}"))
+        }
+        ConnectionError::TransportError(err) => {
+            let code = u64::from(err.code);
+            let kind = if (0x100..0x200).contains(&code) {
+                ErrorKind::Tls
+            } else {
+                kind(ErrorKind::Protocol)
+            };
+            (kind, format!("QUIC: {err}"))
+        }
+        ConnectionError::Reset => (
+            kind(ErrorKind::Reset),
+            "the server reset the QUIC connection (stateless reset)".to_string(),
+        ),
+        other => (kind(ErrorKind::Reset), format!("QUIC: {other}")),
+    }
+}

@@ -1,0 +1,289 @@
+//! Sharing HTTP/3 connections among a worker's request loops, as HTTP/2's
+//! are shared: with `--streams N`, N loops are lanes of one [`Home`], each
+//! with at most one stream open on its connection. When the connection
+//! stops taking streams (GOAWAY, a failure, one connection per request) the
+//! next stream opens a fresh one while streams on the old one finish there.
+
+use super::conn::{Conn, Failure};
+use super::request::H3Request;
+use crate::http2::Outbox;
+use crate::recorder::Recorder;
+use crate::request::Request;
+use crate::response::{Capture, ResponseHead};
+use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use quinn_proto::ClientConfig;
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+/// How often a refused stream (never processed by the server) is sent
+/// again on a new connection before it counts as failed.
+const RETRIES: usize = 3;
+
+/// Where and how a worker opens its QUIC connections.
+pub struct Dialer {
+    pub addrs: Vec<SocketAddr>,
+    pub config: ClientConfig,
+    pub server_name: String,
+    pub connect_timeout: Duration,
+    /// The address that answered last, tried first.
+    preferred: Cell<usize>,
+}
+
+impl Dialer {
+    pub fn new(
+        addrs: Vec<SocketAddr>,
+        config: ClientConfig,
+        server_name: String,
+        connect_timeout: Duration,
+    ) -> Dialer {
+        Dialer {
+            addrs,
+            config,
+            server_name,
+            connect_timeout,
+            preferred: Cell::new(0),
+        }
+    }
+
+    /// A new connection with its handshake done, within the connect
+    /// timeout; the handshake's time goes to `recorder`.
+    async fn dial(
+        &self,
+        lanes: usize,
+        outbox: &Rc<Outbox>,
+        recorder: &RefCell<Recorder>,
+    ) -> Result<Rc<Conn>, RequestError> {
+        let began = std::time::Instant::now();
+        let deadline = tokio::time::Instant::now() + self.connect_timeout;
+        let first = self.preferred.get();
+        let mut last_err = None;
+        for i in 0..self.addrs.len() {
+            let index = (first + i) % self.addrs.len();
+            let connect = Conn::connect(
+                self.addrs[index],
+                self.config.clone(),
+                &self.server_name,
+                lanes,
+                outbox.clone(),
+            );
+            match tokio::time::timeout_at(deadline, connect).await {
+                Ok(Ok(conn)) => {
+                    self.preferred.set(index);
+                    // QUIC's handshake is TCP's and TLS's in one.
+                    recorder.borrow_mut().record_handshake(began.elapsed(), false);
+                    return Ok(conn);
+                }
+                Ok(Err(err)) => last_err = Some(err),
+                Err(_) => {
+                    return Err(RequestError::new(
+                        ErrorKind::Connect,
+                        ErrorDetail::ConnectTimeout(self.connect_timeout),
+                    ));
+                }
+            }
+        }
+        Err(last_err.unwrap_or_else(|| RequestError::protocol("no address to connect to")))
+    }
+}
+
+/// The connection a group of lanes shares.
+pub struct Home {
+    current: RefCell<Option<Rc<Conn>>>,
+    /// One lane connects at a time; the others wait for its connection.
+    connecting: Cell<bool>,
+    waiters: RefCell<Vec<Waker>>,
+    lanes: usize,
+    given: Cell<usize>,
+    outbox: Rc<Outbox>,
+}
+
+/// One request loop's place on a home's connections.
+pub struct Lane {
+    home: Rc<Home>,
+    index: usize,
+    /// A plan's requests, encoded for each send.
+    scratch: H3Request,
+}
+
+impl Home {
+    pub fn new(lanes: usize, outbox: Rc<Outbox>) -> Rc<Home> {
+        Rc::new(Home {
+            current: RefCell::new(None),
+            connecting: Cell::new(false),
+            waiters: RefCell::new(Vec::new()),
+            lanes,
+            given: Cell::new(0),
+            outbox,
+        })
+    }
+
+    /// The next free lane, or `None` when every lane is given out.
+    pub fn lane(self: &Rc<Home>) -> Option<Lane> {
+        let index = self.given.get();
+        if index == self.lanes {
+            return None;
+        }
+        self.given.set(index + 1);
+        Some(Lane {
+            home: self.clone(),
+            index,
+            scratch: H3Request::default(),
+        })
+    }
+
+    /// A connection that takes new streams: the current one, or a new one.
+    async fn connection(
+        &self,
+        dialer: &Dialer,
+        recorder: &RefCell<Recorder>,
+    ) -> Result<Rc<Conn>, RequestError> {
+        loop {
+            let current = self.current.borrow().clone();
+            if let Some(conn) = current {
+                conn.catch_up();
+                if conn.accepts_streams() {
+                    return Ok(conn);
+                }
+                self.retire(&conn);
+            }
+            if self.connecting.get() {
+                std::future::poll_fn(|cx| {
+                    if !self.connecting.get() {
+                        return Poll::Ready(());
+                    }
+                    self.waiters.borrow_mut().push(cx.waker().clone());
+                    Poll::Pending
+                })
+                .await;
+                continue;
+            }
+            let _connecting = Connecting(self);
+            self.connecting.set(true);
+            let conn = dialer.dial(self.lanes, &self.outbox, recorder).await?;
+            *self.current.borrow_mut() = Some(conn);
+        }
+    }
+
+    /// Starts no more streams on `conn`, and forgets it as the current one.
+    fn retire(&self, conn: &Rc<Conn>) {
+        conn.retire();
+        let mut current = self.current.borrow_mut();
+        if current.as_ref().is_some_and(|c| Rc::ptr_eq(c, conn)) {
+            *current = None;
+        }
+    }
+}
+
+/// Marks the end of a connect, however it ends, and wakes the waiters.
+struct Connecting<'a>(&'a Home);
+
+impl Drop for Connecting<'_> {
+    fn drop(&mut self) {
+        self.0.connecting.set(false);
+        for waker in self.0.waiters.borrow_mut().drain(..) {
+            waker.wake();
+        }
+    }
+}
+
+/// Cancels the stream if the round trip is dropped before it finished.
+struct Open<'a> {
+    conn: &'a Conn,
+    lane: usize,
+    armed: bool,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.conn.cancel(self.lane);
+        }
+    }
+}
+
+impl Lane {
+    /// Sends `request` and waits for its response; `capture` receives the
+    /// headers and body a plan asked for. Without keep-alive the connection
+    /// takes no further stream.
+    pub async fn round_trip(
+        &self,
+        dialer: &Dialer,
+        recorder: &RefCell<Recorder>,
+        request: &H3Request,
+        mut capture: Option<&mut Capture>,
+        keepalive: bool,
+    ) -> Result<ResponseHead, RequestError> {
+        let mut refused = 0;
+        loop {
+            let conn = self.home.connection(dialer, recorder).await?;
+            let mut lent = capture.as_deref_mut().map(std::mem::take);
+            let started =
+                std::future::poll_fn(|cx| conn.poll_start(self.index, request, &mut lent, cx)).await;
+            if !started {
+                if let (Some(capture), Some(lent)) = (capture.as_deref_mut(), lent) {
+                    *capture = lent;
+                }
+                self.home.retire(&conn);
+                continue;
+            }
+            let mut open = Open {
+                conn: &conn,
+                lane: self.index,
+                armed: true,
+            };
+            let (result, lent) = std::future::poll_fn(|cx| conn.poll_response(self.index, request, cx)).await;
+            open.armed = false;
+            if let (Some(capture), Some(lent)) = (capture.as_deref_mut(), lent) {
+                *capture = lent;
+            }
+            if !keepalive {
+                self.home.retire(&conn);
+            }
+            match result {
+                Ok(head) => return Ok(head),
+                Err(Failure::Error(err)) => return Err(err),
+                Err(Failure::Refused) if refused < RETRIES => {
+                    refused += 1;
+                    self.home.retire(&conn);
+                }
+                Err(Failure::Refused) => {
+                    return Err(RequestError::new(
+                        ErrorKind::Reset,
+                        ErrorDetail::Static("the server refused the HTTP/3 stream"),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// A plan's request, encoded for this send into the lane's own
+    /// buffers.
+    pub async fn round_trip_rendered(
+        &mut self,
+        dialer: &Dialer,
+        recorder: &RefCell<Recorder>,
+        request: &Request<'_>,
+        capture: Option<&mut Capture>,
+        keepalive: bool,
+    ) -> Result<ResponseHead, RequestError> {
+        self.scratch.encode(request)?;
+        self.round_trip(dialer, recorder, &self.scratch, capture, keepalive)
+            .await
+    }
+
+    /// Opens the group's connection now, if it has none.
+    pub async fn connect(&self, dialer: &Dialer, recorder: &RefCell<Recorder>) -> Result<(), RequestError> {
+        self.home.connection(dialer, recorder).await.map(drop)
+    }
+
+    /// Moves this lane's group to a new connection for its next streams.
+    pub fn new_connection(&self) {
+        let current = self.home.current.borrow().clone();
+        if let Some(conn) = current {
+            self.home.retire(&conn);
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! volley's HTTP/3 client against the embedded target's HTTP/3 (quinn and
+//! the h3 crates, an independent implementation of both QUIC and HTTP/3):
+//! exact counts over many streams, bodies both ways, the open model, plans
+//! and step, failures by kind, and targets that never answer.
+
+use super::support::{
+    exclusive, num, schema_violations, stderr, summary, volley, volley_json, wait_for_stats,
+};
+use std::time::{Duration, Instant};
+use volley::server::{ServerHandle, ServerOptions, spawn};
+
+fn h3_target() -> ServerHandle {
+    spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tls: true,
+        http3: true,
+        ..Default::default()
+    })
+    .expect("embedded HTTP/3 target starts")
+}
+
+fn h3_url(server: &ServerHandle, path: &str) -> String {
+    format!("https://{}{path}", server.addr())
+}
+
+#[test]
+fn requests_over_many_streams_are_counted_exactly() {
+    let server = h3_target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-n",
+        "3000",
+        "-c",
+        "3",
+        "--streams",
+        "8",
+        "-q",
+        &h3_url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["runs"][0]["protocol"], "h3");
+    assert!(
+        schema_violations(&report).is_empty(),
+        "{:?}",
+        schema_violations(&report)
+    );
+    let s = summary(&report);
+    assert_eq!(num(&s["ok"]), 3000.0, "{s}");
+    assert_eq!(num(&s["errors"]), 0.0);
+    let stats = wait_for_stats(&server, |s| s.requests_completed >= 3000);
+    assert_eq!(stats.requests_completed, 3000);
+    assert_eq!(stats.h3_connections, 3, "three QUIC connections, one per -c");
+    assert_eq!(stats.h2_connections + stats.http1_connections, 0);
+    // QUIC's handshake is counted as TLS's is.
+    let tls = &s["tls"];
+    assert_eq!(num(&tls["handshakes"]), 3.0, "{tls}");
+}
+
+#[test]
+fn a_large_upload_and_large_responses_arrive_whole() {
+    let server = h3_target();
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body.bin");
+    std::fs::write(&body, vec![b'v'; 1024 * 1024]).unwrap();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-m",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-q",
+        &h3_url(&server, "/echo"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = summary(&report);
+    assert_eq!(num(&s["ok"]), 20.0, "{s}");
+    // Every echo came back whole: a megabyte each, plus framing.
+    let received = num(&s["bytes"]);
+    assert!(received >= 20.0 * 1024.0 * 1024.0, "{received} bytes");
+    let (out, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-q",
+        &h3_url(&server, "/bytes/100000"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = summary(&report);
+    assert_eq!(num(&s["ok"]), 200.0, "{s}");
+    assert!(num(&s["bytes"]) >= 200.0 * 100_000.0, "{s}");
+}
+
+#[test]
+fn the_open_model_runs_over_http3() {
+    let _alone = exclusive();
+    let server = h3_target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-R",
+        "500",
+        "-d",
+        "2s",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-q",
+        &h3_url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = summary(&report);
+    assert_eq!(num(&s["errors"]), 0.0, "{s}");
+    let ok = num(&s["ok"]);
+    assert!((900.0..=1100.0).contains(&ok), "{ok} requests at 500/s for 2 s");
+}
+
+#[test]
+fn a_plan_and_step_run_over_http3() {
+    let server = h3_target();
+    let (out, report) = volley_json(&[
+        "plan",
+        "examples/plans/login-and-browse.yml",
+        "--base",
+        &h3_url(&server, ""),
+        "--http3",
+        "--insecure",
+        "--streams",
+        "2",
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["runs"][0]["protocol"], "h3");
+    let s = summary(&report);
+    // Its cookies, captured values and asserts all held.
+    assert_eq!(num(&s["errors"]), 0.0, "{s}");
+    assert!(num(&s["ok"]) > 50.0, "{s}");
+    let (out, report) = volley_json(&[
+        "step",
+        "--http3",
+        "--insecure",
+        "--levels",
+        "1,2",
+        "--step-duration",
+        "400ms",
+        &h3_url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(
+        runs.iter()
+            .all(|r| r["protocol"] == "h3" && num(&r["summary"]["ok"]) > 50.0)
+    );
+}
+
+#[test]
+fn http3_failures_keep_their_kinds() {
+    let server = h3_target();
+    let (_, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "-q",
+        &h3_url(&server, "/status/503"),
+    ]);
+    assert_eq!(summary(&report)["errors_by_kind"]["status"], 40);
+    // /drop closes the QUIC connection under the stream: a reset, named.
+    let (_, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-n",
+        "10",
+        "-c",
+        "1",
+        "-q",
+        &h3_url(&server, "/drop"),
+    ]);
+    let s = summary(&report);
+    assert_eq!(num(&s["errors_by_kind"]["reset"]), 10.0, "{s}");
+    assert!(
+        s["error_examples"].to_string().contains("H3_INTERNAL_ERROR"),
+        "{s}"
+    );
+    // A timeout per stalled stream, and the connection goes on.
+    let (_, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-n",
+        "4",
+        "-c",
+        "2",
+        "--timeout",
+        "300ms",
+        "-q",
+        &h3_url(&server, "/stall"),
+    ]);
+    assert_eq!(num(&summary(&report)["errors_by_kind"]["timeout"]), 4.0);
+}
+
+#[test]
+fn an_untrusted_certificate_fails_the_handshake_as_tls() {
+    let server = h3_target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http3",
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "-q",
+        &h3_url(&server, "/hi"),
+    ]);
+    assert!(!out.status.success());
+    let s = summary(&report);
+    assert_eq!(num(&s["errors_by_kind"]["tls"]), 3.0, "{s}");
+}
+
+/// A UDP port that takes datagrams and never answers (a firewall that
+/// drops QUIC), and one where nothing listens: both end within the connect
+/// timeout with a connect error that says why.
+#[test]
+fn silent_and_closed_ports_fail_as_connect_errors_within_the_timeout() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let began = Instant::now();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--connect-timeout",
+        "1s",
+        "-q",
+        &format!("https://{}/hi", silent.local_addr().unwrap()),
+    ]);
+    assert!(!out.status.success());
+    assert!(began.elapsed() < Duration::from_secs(10), "{:?}", began.elapsed());
+    let s = summary(&report);
+    assert_eq!(num(&s["errors_by_kind"]["connect"]), 2.0, "{s}");
+    // The datagrams did reach the port: a QUIC Initial, padded to 1200 bytes.
+    let mut buf = [0u8; 2048];
+    silent.set_nonblocking(true).unwrap();
+    let (n, _) = silent.recv_from(&mut buf).expect("an Initial arrived");
+    assert!(n >= 1200, "{n}");
+    drop(silent);
+
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let began = Instant::now();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "-q",
+        &format!("https://{addr}/hi"),
+    ]);
+    assert!(!out.status.success());
+    assert!(began.elapsed() < Duration::from_secs(5), "{:?}", began.elapsed());
+    let s = summary(&report);
+    assert_eq!(num(&s["errors_by_kind"]["connect"]), 2.0, "{s}");
+    assert!(s["error_examples"].to_string().contains("refused"), "{s}");
+}
+
+#[test]
+fn http3_needs_https_and_takes_no_pipelining() {
+    for args in [
+        &["run", "--http3", "-n", "1", "http://127.0.0.1:9/"][..],
+        &[
+            "run",
+            "--http3",
+            "--pipeline",
+            "4",
+            "-n",
+            "1",
+            "https://127.0.0.1:9/",
+        ],
+        &["run", "--http3", "--http2", "-n", "1", "https://127.0.0.1:9/"],
+    ] {
+        let out = volley(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let out = volley(&["serve", "--http3", "--addr", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
