@@ -1,8 +1,8 @@
 """What the browser checks share: Debian's chromium under Playwright, and a
 page that records its console errors so a check can fail on them; for the
-scripts that drive a browser's own remote protocol instead (Chromium's
-DevTools protocol), the browser as a process of its own and a client for
-its websocket."""
+scripts that drive a browser's own remote protocol instead (Firefox's
+WebDriver BiDi, Chromium's DevTools protocol), the browser as a process of
+its own and a client for its websocket."""
 
 import contextlib
 import json
@@ -16,6 +16,7 @@ from playwright.sync_api import sync_playwright
 from websockets.sync.client import connect
 
 CHROMIUM = os.environ.get("VOLLEY_CHROMIUM", "/usr/bin/chromium")
+FIREFOX = os.environ.get("VOLLEY_FIREFOX", "/usr/bin/firefox-esr")
 
 # The chart geometry of src/report/page/chart.js: the SVG's width and the
 # plot's left and right padding, to turn a value into a pixel.

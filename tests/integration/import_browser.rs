@@ -1,7 +1,8 @@
 //! `volley import` measured against the real thing: browsers browse the
 //! embedded target's /app page, whose script calls the JSON API, and
 //! their own tools write down the session: Debian's chromium, driven by
-//! Playwright (tests/browser/record_har.py), records it as HAR, and
+//! Playwright (tests/browser/record_har.py), records it as HAR; Firefox's
+//! devtools export it as HAR (tests/browser/record_har_firefox.py); and
 //! Chromium's DevTools copy it as curl command lines ("Copy all as cURL",
 //! tests/browser/copy_as_curl.py). The plan imported from each is then run
 //! against the same server, and the server's own request log must show the
@@ -88,6 +89,21 @@ fn browse(script: &str, out: &str) -> Option<Session> {
         report,
         browsed,
     })
+}
+
+/// Firefox for the HAR check: $VOLLEY_FIREFOX, else Debian's firefox-esr
+/// (.ci/run installs it). Off CI, without it, the check is skipped.
+fn firefox() -> bool {
+    let firefox = std::env::var_os("VOLLEY_FIREFOX").unwrap_or_else(|| "/usr/bin/firefox-esr".into());
+    if Path::new(&firefox).exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must check a HAR Firefox wrote: .ci/run installs firefox-esr"
+    );
+    eprintln!("note: no Firefox ({firefox:?}); the Firefox HAR check was skipped");
+    false
 }
 
 /// What a HAR replays of `browsed`: everything but the stylesheet and the
@@ -182,6 +198,29 @@ fn a_chromium_session_replays_as_the_browser_sent_it() {
     let listed = stdout(&tasks);
     assert!(listed.contains("name: GET /api/users/42"), "{listed}");
     assert!(!listed.contains("/api/login"), "{listed}");
+}
+
+#[test]
+fn a_har_firefox_wrote_replays_as_the_browser_sent_it() {
+    if !firefox() {
+        return;
+    }
+    let Some(session) = browse("record_har_firefox.py", "hars") else {
+        return;
+    };
+    // Firefox's devtools write a HAR a page load: each is imported and run
+    // on its own, in the order the pages were loaded.
+    let hars = session.report["hars"].as_array().expect("the HAR files");
+    assert_eq!(hars.len(), 2, "{}", session.report);
+    let mut replayed = Vec::new();
+    for (n, har) in hars.iter().enumerate() {
+        let plan = session.dir.path().join(format!("page-{n}.yml"));
+        import("har", Path::new(har.as_str().unwrap()), &plan);
+        let text = std::fs::read_to_string(&plan).unwrap();
+        assert!(text.contains("(HAR by Firefox "), "{text}");
+        replayed.extend(replay(&session.server, &plan, &[]));
+    }
+    assert_eq!(seen(&replayed), seen(&without_assets(&session.browsed)));
 }
 
 #[test]
