@@ -82,11 +82,11 @@ impl WorkerCtx {
             unreachable!("HTTP/2 lanes only in an HTTP/2 run")
         };
         let mut home = home.borrow_mut();
-        if let Some(lane) = home.as_ref().and_then(|h| h.lane()) {
+        if let Some(lane) = home.as_ref().and_then(Lane::of) {
             return lane;
         }
         let fresh = Home::new(self.shared.transport.streams, outbox.clone());
-        let lane = fresh.lane().expect("a new group has free lanes");
+        let lane = Lane::of(&fresh).expect("a new group has free lanes");
         *home = Some(fresh);
         lane
     }
@@ -97,11 +97,11 @@ impl WorkerCtx {
             unreachable!("HTTP/3 lanes only in an HTTP/3 run")
         };
         let mut home = home.borrow_mut();
-        if let Some(lane) = home.as_ref().and_then(|h| h.lane()) {
+        if let Some(lane) = home.as_ref().and_then(http3::Lane::of) {
             return lane;
         }
         let fresh = http3::Home::new(self.shared.transport.streams, outbox.clone());
-        let lane = fresh.lane().expect("a new group has free lanes");
+        let lane = http3::Lane::of(&fresh).expect("a new group has free lanes");
         *home = Some(fresh);
         lane
     }

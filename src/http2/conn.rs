@@ -21,6 +21,7 @@
 //! frames mean (streams, settings, windows) is the [`Machine`]'s.
 
 use super::frame;
+use super::group::Multiplexed;
 use super::machine::{FLUSH_ACKS_AT, Finished, Machine};
 use super::outbox::{Outbox, Pending};
 use super::request::H2Request;
@@ -119,21 +120,6 @@ impl Conn {
         }
     }
 
-    /// Whether a new stream may start here.
-    pub fn accepts_streams(&self) -> bool {
-        self.inner.borrow().m.accepts_streams()
-    }
-
-    /// Whether any lane still has a stream here.
-    pub fn idle(&self) -> bool {
-        self.inner.borrow().m.idle()
-    }
-
-    /// Starts no more streams here (one connection per request).
-    pub fn retire(&self) {
-        self.inner.borrow_mut().m.closing = true;
-    }
-
     /// Ready when the server's stream limit leaves room for one more.
     pub fn poll_capacity(&self, cx: &mut Context<'_>) -> Poll<()> {
         if self.inner.borrow_mut().m.has_capacity(cx.waker()) {
@@ -159,10 +145,22 @@ impl Conn {
         self.queue(inner);
         finished
     }
+}
+
+impl Multiplexed for Conn {
+    /// Whether a new stream may start here.
+    fn accepts_streams(&self) -> bool {
+        self.inner.borrow().m.accepts_streams()
+    }
+
+    /// Starts no more streams here (one connection per request).
+    fn retire(&self) {
+        self.inner.borrow_mut().m.closing = true;
+    }
 
     /// The lane gave up on its stream (a timeout, or the run ended): the
     /// server is told, and later frames for it are ignored.
-    pub fn cancel(&self, lane: usize) {
+    fn cancel(&self, lane: usize) {
         let mut inner = self.inner.borrow_mut();
         if inner.m.cancel(lane) {
             inner.let_go(lane);

@@ -172,6 +172,7 @@ impl Machine {
     }
 
     /// Whether any lane still has a stream here.
+    #[cfg(test)]
     pub fn idle(&self) -> bool {
         self.active == 0
     }

@@ -21,12 +21,14 @@
 
 pub(crate) mod conn;
 mod frame;
+mod group;
 mod home;
 pub(crate) mod hpack;
 mod machine;
 mod outbox;
 mod request;
 
+pub use group::{Group, Multiplexed, Open};
 pub use home::{Home, Lane};
 pub use outbox::{Outbox, Pending};
 pub use request::H2Request;

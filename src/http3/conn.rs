@@ -20,7 +20,7 @@
 use super::frame::{self, FrameReader, Piece};
 use super::qpack;
 use super::request::H3Request;
-use crate::http2::{Outbox, Pending};
+use crate::http2::{Multiplexed, Outbox, Pending};
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use bytes::BytesMut;
@@ -280,28 +280,6 @@ impl Conn {
         }
     }
 
-    /// Whether a new stream may start here.
-    pub fn accepts_streams(&self) -> bool {
-        let inner = self.inner.borrow();
-        !inner.dead && !inner.closing && inner.goaway.is_none()
-    }
-
-    /// Starts no more streams here (one connection per request).
-    pub fn retire(&self) {
-        self.inner.borrow_mut().closing = true;
-    }
-
-    /// Takes in whatever the socket holds without waiting, so a close the
-    /// server sent while the connection sat idle is seen before a new
-    /// stream starts on it.
-    pub fn catch_up(&self) {
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        let mut inner = self.inner.borrow_mut();
-        while let Poll::Ready(Ok(())) = inner.poll_receive(&mut cx) {}
-        inner.run_timers();
-    }
-
     /// Opens the lane's stream and writes its request: ready with `true`
     /// once it is open, `false` when the connection takes no more streams
     /// (the lane goes to another), pending while the server's stream limit
@@ -343,10 +321,23 @@ impl Conn {
         self.queue();
         finished
     }
+}
+
+impl Multiplexed for Conn {
+    /// Whether a new stream may start here.
+    fn accepts_streams(&self) -> bool {
+        let inner = self.inner.borrow();
+        !inner.dead && !inner.closing && inner.goaway.is_none()
+    }
+
+    /// Starts no more streams here (one connection per request).
+    fn retire(&self) {
+        self.inner.borrow_mut().closing = true;
+    }
 
     /// The lane gave up on its stream (a timeout, or the run ended): the
     /// server is told, and later data for it is ignored.
-    pub fn cancel(&self, lane: usize) {
+    fn cancel(&self, lane: usize) {
         let mut inner = self.inner.borrow_mut();
         let state = &mut inner.lanes[lane];
         let Some(id) = state.id.filter(|_| state.result.is_none()) else {
@@ -360,6 +351,16 @@ impl Conn {
         inner.let_go(lane);
         drop(inner);
         self.queue();
+    }
+    /// Takes in whatever the socket holds without waiting, so a close the
+    /// server sent while the connection sat idle is seen before a new
+    /// stream starts on it.
+    fn catch_up(&self) {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut inner = self.inner.borrow_mut();
+        while let Poll::Ready(Ok(())) = inner.poll_receive(&mut cx) {}
+        inner.run_timers();
     }
 }
 

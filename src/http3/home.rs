@@ -1,12 +1,11 @@
 //! Sharing HTTP/3 connections among a worker's request loops, as HTTP/2's
-//! are shared: with `--streams N`, N loops are lanes of one [`Home`], each
-//! with at most one stream open on its connection. When the connection
-//! stops taking streams (GOAWAY, a failure, one connection per request) the
-//! next stream opens a fresh one while streams on the old one finish there.
+//! are shared (a [`Home`] is a [`Group`] of lanes; see
+//! [`crate::http2::Group`]), how a worker opens them ([`Dialer`]) and a
+//! lane's round trip.
 
 use super::conn::{Conn, Failure};
 use super::request::H3Request;
-use crate::http2::Outbox;
+use crate::http2::{Group, Open, Outbox};
 use crate::recorder::Recorder;
 use crate::request::Request;
 use crate::response::{Capture, ResponseHead};
@@ -15,7 +14,6 @@ use quinn_proto::ClientConfig;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
 use std::time::Duration;
 
 /// How often a refused stream (never processed by the server) is sent
@@ -89,16 +87,8 @@ impl Dialer {
     }
 }
 
-/// The connection a group of lanes shares.
-pub struct Home {
-    current: RefCell<Option<Rc<Conn>>>,
-    /// One lane connects at a time; the others wait for its connection.
-    connecting: Cell<bool>,
-    waiters: RefCell<Vec<Waker>>,
-    lanes: usize,
-    given: Cell<usize>,
-    outbox: Rc<Outbox>,
-}
+/// The HTTP/3 connection a group of lanes shares.
+pub type Home = Group<Conn>;
 
 /// One request loop's place on a home's connections.
 pub struct Lane {
@@ -108,103 +98,27 @@ pub struct Lane {
     scratch: H3Request,
 }
 
-impl Home {
-    pub fn new(lanes: usize, outbox: Rc<Outbox>) -> Rc<Home> {
-        Rc::new(Home {
-            current: RefCell::new(None),
-            connecting: Cell::new(false),
-            waiters: RefCell::new(Vec::new()),
-            lanes,
-            given: Cell::new(0),
-            outbox,
-        })
-    }
-
-    /// The next free lane, or `None` when every lane is given out.
-    pub fn lane(self: &Rc<Home>) -> Option<Lane> {
-        let index = self.given.get();
-        if index == self.lanes {
-            return None;
-        }
-        self.given.set(index + 1);
+impl Lane {
+    /// The next free lane of `home`, or `None` when every lane is given out.
+    pub fn of(home: &Rc<Home>) -> Option<Lane> {
         Some(Lane {
-            home: self.clone(),
-            index,
+            home: home.clone(),
+            index: home.take_lane()?,
             scratch: H3Request::default(),
         })
     }
 
-    /// A connection that takes new streams: the current one, or a new one.
+    /// A connection that takes new streams: the group's, or a new one.
     async fn connection(
         &self,
         dialer: &Dialer,
         recorder: &RefCell<Recorder>,
     ) -> Result<Rc<Conn>, RequestError> {
-        loop {
-            let current = self.current.borrow().clone();
-            if let Some(conn) = current {
-                conn.catch_up();
-                if conn.accepts_streams() {
-                    return Ok(conn);
-                }
-                self.retire(&conn);
-            }
-            if self.connecting.get() {
-                std::future::poll_fn(|cx| {
-                    if !self.connecting.get() {
-                        return Poll::Ready(());
-                    }
-                    self.waiters.borrow_mut().push(cx.waker().clone());
-                    Poll::Pending
-                })
-                .await;
-                continue;
-            }
-            let _connecting = Connecting(self);
-            self.connecting.set(true);
-            let conn = dialer.dial(self.lanes, &self.outbox, recorder).await?;
-            *self.current.borrow_mut() = Some(conn);
-        }
+        let home = &self.home;
+        home.connection(async || dialer.dial(home.lanes(), home.outbox(), recorder).await)
+            .await
     }
 
-    /// Starts no more streams on `conn`, and forgets it as the current one.
-    fn retire(&self, conn: &Rc<Conn>) {
-        conn.retire();
-        let mut current = self.current.borrow_mut();
-        if current.as_ref().is_some_and(|c| Rc::ptr_eq(c, conn)) {
-            *current = None;
-        }
-    }
-}
-
-/// Marks the end of a connect, however it ends, and wakes the waiters.
-struct Connecting<'a>(&'a Home);
-
-impl Drop for Connecting<'_> {
-    fn drop(&mut self) {
-        self.0.connecting.set(false);
-        for waker in self.0.waiters.borrow_mut().drain(..) {
-            waker.wake();
-        }
-    }
-}
-
-/// Cancels the stream if the round trip is dropped before it finished.
-struct Open<'a> {
-    conn: &'a Conn,
-    lane: usize,
-    armed: bool,
-}
-
-impl Drop for Open<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.conn.cancel(self.lane);
-        }
-    }
-}
-
-impl Lane {
     /// Sends `request` and waits for its response; `capture` receives the
     /// headers and body a plan asked for. Without keep-alive the connection
     /// takes no further stream.
@@ -218,7 +132,7 @@ impl Lane {
     ) -> Result<ResponseHead, RequestError> {
         let mut refused = 0;
         loop {
-            let conn = self.home.connection(dialer, recorder).await?;
+            let conn = self.connection(dialer, recorder).await?;
             let mut lent = capture.as_deref_mut().map(std::mem::take);
             let started =
                 std::future::poll_fn(|cx| conn.poll_start(self.index, request, &mut lent, cx)).await;
@@ -229,13 +143,9 @@ impl Lane {
                 self.home.retire(&conn);
                 continue;
             }
-            let mut open = Open {
-                conn: &conn,
-                lane: self.index,
-                armed: true,
-            };
+            let mut open = Open::new(&*conn, self.index);
             let (result, lent) = std::future::poll_fn(|cx| conn.poll_response(self.index, request, cx)).await;
-            open.armed = false;
+            open.disarm();
             if let (Some(capture), Some(lent)) = (capture.as_deref_mut(), lent) {
                 *capture = lent;
             }
@@ -276,14 +186,11 @@ impl Lane {
 
     /// Opens the group's connection now, if it has none.
     pub async fn connect(&self, dialer: &Dialer, recorder: &RefCell<Recorder>) -> Result<(), RequestError> {
-        self.home.connection(dialer, recorder).await.map(drop)
+        self.connection(dialer, recorder).await.map(drop)
     }
 
     /// Moves this lane's group to a new connection for its next streams.
     pub fn new_connection(&self) {
-        let current = self.home.current.borrow().clone();
-        if let Some(conn) = current {
-            self.home.retire(&conn);
-        }
+        self.home.retire_current();
     }
 }
