@@ -210,6 +210,24 @@ def median(rounds, key):
     return statistics.median(r[key] for r in rounds)
 
 
+class CaseRows:
+    """One case's rows of a results table, from its rounds (`alternate`'s
+    result): the medians of a tool's figures, and `add` for a row."""
+
+    def __init__(self, label, rounds, rows):
+        self.label, self.rounds, self.rows = label, rounds, rows
+
+    def cpu(self, tool):
+        return median(self.rounds[tool], "cpu_us_per_req")
+
+    def rps(self, tool):
+        return median(self.rounds[tool], "rps")
+
+    def add(self, what, v, peer, ratio, target, met=None):
+        verdict = "" if met is None else ("yes" if met else "no")
+        self.rows.append(f"| {self.label}: {what} | {v} | {peer} | {ratio:.2f} | {target} | {verdict} |")
+
+
 def version(cmd):
     """A tool's version as it prints it (`wrk -v`, `h2load --version`, `nginx -v`)."""
     out = subprocess.run(cmd, capture_output=True, text=True)

@@ -19,3 +19,17 @@ install_missing() {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   fi
 }
+
+# use_shb: shb (io_uring, by oha's author), installed with cargo into
+# target/peers (a cache) when missing; exports SHB (its path) and
+# SHB_VERSION for the Python side.
+use_shb() {
+  local peers="$PWD/target/peers"
+  if [ ! -x "$peers/bin/shb" ]; then
+    echo "installing shb with cargo into $peers (takes a few minutes) ..."
+    cargo install shb --locked --root "$peers" >/dev/null
+  fi
+  SHB="$peers/bin/shb"
+  SHB_VERSION="$(cargo install --list --root "$peers" | sed -n 's/^shb \(v[^:]*\):$/shb \1/p')"
+  export SHB SHB_VERSION
+}

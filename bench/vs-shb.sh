@@ -13,13 +13,6 @@ cd "$(dirname "$0")/.."
 
 . bench/lib.sh
 install_missing wrk=wrk nginx=nginx-light /usr/bin/time=time taskset=util-linux
-peers="$PWD/target/peers"
-if [ ! -x "$peers/bin/shb" ]; then
-  echo "installing shb with cargo into $peers (takes a few minutes) ..."
-  cargo install shb --locked --root "$peers" >/dev/null
-fi
-SHB="$peers/bin/shb"
-SHB_VERSION="$(cargo install --list --root "$peers" | sed -n 's/^shb \(v[^:]*\):$/shb \1/p')"
-export SHB SHB_VERSION
+use_shb
 cargo build --release --quiet
 exec python3 bench/vs_shb.py "$@"

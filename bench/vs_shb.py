@@ -16,8 +16,8 @@ import json
 import os
 import tempfile
 
-from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, measured, median, publish, run_wrk, start_nginx,
-                      stop, volley_figures)
+from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, free_port, measured, median, publish, run_wrk,
+                      start_nginx, stop, volley_figures)
 
 SHB = os.environ.get("SHB", "shb")
 
@@ -31,11 +31,12 @@ def run_volley(io):
     return run
 
 
-def run_shb(batched):
+def run_shb(batched, extra=()):
     def run(url, conns, secs, cores, streams=None):
-        cmd = [SHB, "-c", str(conns), "-t", "1", "-z", f"{secs}s", "--json"]
+        cmd = [SHB, "-c", str(conns), "-t", "1", "-z", f"{secs}s", "--json", *extra]
         if streams:
-            cmd += ["--http2", "-p", str(streams)]
+            cmd += [] if "--http3" in extra else ["--http2"]
+            cmd += ["-p", str(streams)]
         if not batched:
             cmd += ["--batch-size", "1", "--batch-linger", "1"]
         proc, cpu, rss = measured([*cmd, url], cores, secs + 60)
@@ -103,15 +104,8 @@ def main():
 
     rows = []
     for label, rounds in results:
-        def cpu(tool):
-            return median(rounds[tool], "cpu_us_per_req")
-
-        def rps(tool):
-            return median(rounds[tool], "rps")
-
-        def row(what, v, peer, ratio, target, met=None):
-            verdict = "" if met is None else ("yes" if met else "no")
-            rows.append(f"| {label}: {what} | {v} | {peer} | {ratio:.2f} | {target} | {verdict} |")
+        case = CaseRows(label, rounds, rows)
+        cpu, rps, row = case.cpu, case.rps, case.add
 
         for io in ("io_uring", "epoll"):
             tool = f"volley {io}"

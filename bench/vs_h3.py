@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""volley's HTTP/3 against shb's, and against volley's own HTTP/2 over TLS.
+
+The target is `volley serve --tls --http3` (quinn and the h3 crates: an
+HTTP/3 implementation independent of both generators), pinned to the last
+core; each generator runs one thread pinned to the other core(s). Tools
+alternate within each round; each process's own CPU time and peak RSS come
+from GNU time, and the medians are printed as ratios: volley's h3 CPU per
+request against shb's (unbatched, `--batch-size 1 --batch-linger 1`, and as
+it runs by default) and against volley's own h2 over TLS at the same load.
+Every load goes to 127.0.0.1 and every run is bounded by its duration plus
+a hard timeout.
+"""
+
+import argparse
+import os
+import subprocess
+import tempfile
+import time
+
+from benchlib import VOLLEY, CaseRows, alternate, free_port, publish, stop, volley_figures
+from vs_shb import run_shb
+
+
+def start_target(core, port):
+    """The embedded target with HTTP/3 on UDP `port`, pinned to `core`."""
+    proc = subprocess.Popen(
+        ["taskset", "-c", str(core), str(VOLLEY), "serve", "--tls", "--http3", "--addr", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    if "listening" not in line:
+        stop(proc)
+        raise SystemExit(f"volley serve did not start: {line!r}")
+    return proc
+
+
+def run_volley(protocol):
+    def run(url, conns, secs, cores, streams):
+        cmd = [str(VOLLEY), "run", f"--{protocol}", "--insecure", "-c", str(conns), "--streams", str(streams),
+               "-t", "1", "-d", f"{secs}s", "--json", url]
+        return volley_figures(cmd, cores, secs + 60)
+    return run
+
+
+def run_shb_h3(batched):
+    return run_shb(batched, ["--http3"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--secs", type=int, default=5, help="seconds per measured run")
+    ap.add_argument("--cases", default="50x1,10x10")
+    ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    args = ap.parse_args()
+
+    cpus = sorted(os.sched_getaffinity(0))
+    target_core = cpus[-1]
+    gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
+    port = free_port()
+    target = start_target(target_core, port)
+    time.sleep(0.2)
+    url = f"https://127.0.0.1:{port}/hi"
+    shb_version = os.environ.get("SHB_VERSION", "shb")
+    print(f"volley serve --tls --http3 on core {target_core}; generators one thread on core(s) {gen_cores}; "
+          f"{shb_version}; {args.rounds} rounds of {args.secs} s")
+    tools = [("volley h3", run_volley("http3")), ("volley h2", run_volley("http2")),
+             ("shb h3 unbatched", run_shb_h3(False)), ("shb h3", run_shb_h3(True))]
+    results = []
+    try:
+        for key in args.cases.split(","):
+            conns, streams = (int(n) for n in key.split("x"))
+            rounds = alternate(key, tools, args.rounds,
+                               lambda tool, fn: fn(url, conns, args.secs, gen_cores, streams))
+            results.append((f"{conns} x {streams}", rounds))
+    finally:
+        stop(target)
+
+    rows = []
+    for label, rounds in results:
+        case = CaseRows(label, rounds, rows)
+        cpu, rps, row = case.cpu, case.rps, case.add
+
+        ratio = cpu("volley h3") / cpu("shb h3 unbatched")
+        row("CPU/request, h3 vs shb h3 unbatched", f"{cpu('volley h3'):.2f} us", f"{cpu('shb h3 unbatched'):.2f} us",
+            ratio, "<= 1.0", ratio <= 1.0)
+        ratio = cpu("volley h3") / cpu("shb h3")
+        row("CPU/request, h3 vs shb h3 as it runs by default", f"{cpu('volley h3'):.2f} us",
+            f"{cpu('shb h3'):.2f} us", ratio, "<= 1.0", ratio <= 1.0)
+        ratio = rps("volley h3") / rps("shb h3")
+        row("req/s, h3 vs shb h3", f"{rps('volley h3'):,.0f}", f"{rps('shb h3'):,.0f}", ratio,
+            ">= 1.0 unless the target is the limit", ratio >= 1.0)
+        ratio = cpu("volley h3") / cpu("volley h2")
+        row("CPU/request, volley's h3 vs its h2 over TLS", f"{cpu('volley h3'):.2f} us",
+            f"{cpu('volley h2'):.2f} us (volley h2)", ratio, "<= 1.5", ratio <= 1.5)
+    setup = (f"volley serve --tls --http3 pinned to core {target_core}, each generator one thread on core(s) "
+             f"{gen_cores}; {shb_version}; medians of {args.rounds} alternating rounds of {args.secs} s")
+    publish("<!-- generated-h3:start -->", "<!-- generated-h3:end -->", setup, "peer", rows,
+            write=not args.no_write)
+
+
+if __name__ == "__main__":
+    main()
