@@ -113,6 +113,22 @@ pub fn hpack_blocks(data: &[u8]) {
     }
 }
 
+/// An HTTP/3 response stream's bytes (frames, QPACK field sections,
+/// bodies) read as they arrive, in pieces of the size the first byte picks;
+/// odd sizes read with a plan's capture of headers and body.
+pub fn http3_stream(data: &[u8]) {
+    let (piece, rest) = split(data);
+    crate::http3::feed_response_stream(rest, piece, piece % 2 == 1);
+}
+
+/// QPACK field sections: the input decoded as one response's section,
+/// every field handed over.
+pub fn qpack_section(data: &[u8]) {
+    let (mut name, mut value) = (Vec::new(), Vec::new());
+    let mut fields = 0usize;
+    let _ = crate::http3::qpack::decode_response(data, true, &mut name, &mut value, |_, _| fields += 1);
+}
+
 /// A plan file, loaded as `volley run --plan` loads it (from a file in a
 /// private temporary folder, so its includes resolve there).
 pub fn plan_file(data: &[u8]) {

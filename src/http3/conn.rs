@@ -912,6 +912,31 @@ fn on_response_bytes(
     Ok(())
 }
 
+/// For the fuzz targets: a response stream's bytes as a server sent them,
+/// handed to the stream's reader `piece` bytes at a time (with a plan's
+/// capture when `capture`), until it fails or the bytes end; then the end
+/// of stream is judged as a run would judge it.
+#[doc(hidden)]
+pub fn feed_response_stream(bytes: &[u8], piece: usize, capture: bool) {
+    let mut state = LaneState {
+        capture: capture.then(Capture::default),
+        ..LaneState::default()
+    };
+    if let Some(capture) = &mut state.capture {
+        capture.clear(true);
+    }
+    let (mut name, mut value) = (Vec::new(), Vec::new());
+    for chunk in bytes.chunks(piece.max(1)) {
+        state.bytes += chunk.len() as u64;
+        if on_response_bytes(&mut state, chunk, &mut name, &mut value).is_err() {
+            return;
+        }
+    }
+    // As at the stream's end: complete only with a final status, between
+    // frames.
+    let _complete = state.status != 0 && state.reader.at_boundary();
+}
+
 /// A whole field section: an interim response (1xx) is passed over, the
 /// final one sets the status; trailers after it are ignored.
 fn on_field_section(

@@ -21,6 +21,7 @@ mod home;
 pub(crate) mod qpack;
 mod request;
 
+pub use conn::feed_response_stream;
 pub use home::{Dialer, Home, Lane};
 pub use request::H3Request;
 

@@ -11,6 +11,8 @@ const TARGETS: &[(&str, Entry)] = &[
     ("http1_response", volley::fuzzing::http1_responses),
     ("http2_connection", volley::fuzzing::http2_server_bytes),
     ("hpack", volley::fuzzing::hpack_blocks),
+    ("http3_stream", volley::fuzzing::http3_stream),
+    ("qpack", volley::fuzzing::qpack_section),
     ("plan_file", volley::fuzzing::plan_file),
     ("template", volley::fuzzing::template),
     ("cli_criteria", volley::fuzzing::cli_criteria),
