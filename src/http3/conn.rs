@@ -348,6 +348,10 @@ impl Multiplexed for Conn {
         let _ = inner.quic.send_stream(id).reset(code);
         let _ = inner.quic.recv_stream(id).stop(code);
         inner.lanes[lane].id = None;
+        // A stream that timed out says the server may be gone (QUIC hears
+        // of a crashed server only at the idle timeout): new streams go on
+        // a new connection, while this one's finish here.
+        inner.closing = true;
         inner.let_go(lane);
         drop(inner);
         self.queue();

@@ -33,6 +33,26 @@ type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 const H3_INTERNAL_ERROR: u32 = 0x102;
 const H3_FRAME_ERROR: u32 = 0x106;
 
+/// The endpoint's configuration: its stateless-reset key (and the key its
+/// connection ids are checked with) is derived from the address it serves, so a server that crashes and comes back on the
+/// same address answers its lost connections' packets with resets the
+/// clients accept (as a production server does with a key it keeps); a
+/// fresh random key would make them wait out their idle timeout instead.
+/// The target serves tests and demos on this machine, where such a key
+/// protects nothing.
+pub(super) fn endpoint_config(addr: std::net::SocketAddr) -> quinn::EndpointConfig {
+    let seed = format!("volley serve stateless reset key for {addr}");
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, seed.as_bytes());
+    let mut config = quinn::EndpointConfig::new(Arc::new(key));
+    // Connection ids the next server on this address still recognises as
+    // its own (it answers only those with a reset): their check key comes
+    // from the address too.
+    let cid_key = ring::digest::digest(&ring::digest::SHA256, seed.as_bytes());
+    let cid_key = u64::from_le_bytes(cid_key.as_ref()[..8].try_into().expect("8 bytes"));
+    config.cid_generator(move || Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key)));
+    config
+}
+
 /// A QUIC server configuration for `tls`'s certificate, offering `h3`.
 pub(super) fn server_config(tls: &super::tls::Tls) -> std::io::Result<quinn::ServerConfig> {
     let mut config = tls.rustls_config(&[b"h3"])?;

@@ -489,10 +489,18 @@ fn bind_quic(
     let Some(tls) = tls.filter(|_| opts.http3) else {
         return Ok(None);
     };
-    let config = h3::server_config(tls)?;
-    quinn::Endpoint::server(config, tcp)
-        .map(Some)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen for HTTP/3 on UDP {tcp}: {e}")))
+    let named =
+        |e: io::Error| io::Error::new(e.kind(), format!("cannot listen for HTTP/3 on UDP {tcp}: {e}"));
+    let socket = std::net::UdpSocket::bind(tcp).map_err(named)?;
+    let runtime = quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?;
+    quinn::Endpoint::new(
+        h3::endpoint_config(tcp),
+        Some(h3::server_config(tls)?),
+        socket,
+        runtime,
+    )
+    .map(Some)
+    .map_err(named)
 }
 
 async fn serve(

@@ -313,3 +313,100 @@ fn http3_needs_https_and_takes_no_pipelining() {
     let out = volley(&["serve", "--http3", "--addr", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// `volley serve --tls --http3` as a process of its own on `port`, killed
+/// when dropped.
+struct ServeProcess(std::process::Child);
+
+impl ServeProcess {
+    fn start(port: u16) -> ServeProcess {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args([
+                "serve",
+                "--tls",
+                "--http3",
+                "--addr",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("volley serve starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("HTTP/3"), "{line}");
+        ServeProcess(child)
+    }
+
+    /// Ends it as a crash would: no CONNECTION_CLOSE goes out.
+    fn crash(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        self.crash();
+    }
+}
+
+/// A server that crashes and comes back on the same port no longer knows
+/// the connections: it answers their packets with a stateless reset. The
+/// streams cut by it fail as resets that say so, and the run goes on with
+/// new connections to the new server.
+#[test]
+fn a_stateless_reset_after_a_server_restart_is_a_reset_and_the_run_goes_on() {
+    let _alone = exclusive();
+    let port = {
+        let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        // The TCP port of the same number must be free too.
+        std::net::TcpListener::bind(("127.0.0.1", port)).expect("the TCP port is free as well");
+        port
+    };
+    let mut first = ServeProcess::start(port);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "run",
+            "--http3",
+            "--insecure",
+            "-c",
+            "2",
+            "-d",
+            "3s",
+            "--timeout",
+            "2s",
+            "-q",
+            "--output",
+        ])
+        .arg(&report)
+        .arg(format!("https://127.0.0.1:{port}/sleep/20"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("volley run starts");
+    std::thread::sleep(Duration::from_millis(1000));
+    first.crash();
+    let _second = ServeProcess::start(port);
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.code().is_some(), "volley run ended by itself");
+    let report = super::support::read_report(&report);
+    let s = summary(&report);
+    assert!(num(&s["errors_by_kind"]["reset"]) >= 1.0, "{s}");
+    assert!(s["error_examples"].to_string().contains("stateless reset"), "{s}");
+    // Requests went on against the new server: many more than the first
+    // second's and the cut ones.
+    assert!(num(&s["ok"]) > 60.0, "{s}");
+    let tls = &s["tls"];
+    assert!(
+        num(&tls["handshakes"]) >= 4.0,
+        "new connections after the reset: {tls}"
+    );
+}
