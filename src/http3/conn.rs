@@ -427,7 +427,16 @@ impl Inner {
     fn finish(&mut self, lane: usize) -> Finished {
         let state = &mut self.lanes[lane];
         let result = state.result.take().expect("finished");
-        state.id = None;
+        if let Some(id) = state.id.take()
+            && !state.send_done
+        {
+            // Done before its body was all sent (a complete response, or a
+            // failure): the rest is not sent, and the stream must still end
+            // or it holds one of the server's stream credits for good.
+            let code = VarInt::from_u64(frame::H3_REQUEST_CANCELLED).expect("a small code");
+            let _ = self.quic.send_stream(id).reset(code);
+            state.send_done = true;
+        }
         let head = ResponseHead {
             status: state.status,
             bytes: state.bytes,
@@ -679,6 +688,7 @@ impl Inner {
                         waker.wake_by_ref();
                     }
                 }
+                Event::Stream(StreamEvent::Stopped { id, error_code }) => self.stopped(id, error_code),
                 Event::Stream(StreamEvent::Available { dir: Dir::Bi }) => {
                     for waker in self.capacity_waiters.drain(..) {
                         waker.wake();
@@ -686,6 +696,18 @@ impl Inner {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// The server stopped reading a request stream (it answered without
+    /// the rest of the body, as RFC 9114 4.1 allows): the stream is reset,
+    /// as RFC 9000 3.5 requires. quinn-proto leaves that to its user;
+    /// without it the body still goes out, counted against the server's
+    /// connection window, until every upload on the connection stalls.
+    fn stopped(&mut self, id: StreamId, code: VarInt) {
+        let _ = self.quic.send_stream(id).reset(code);
+        if let Some(state) = self.lanes.iter_mut().find(|l| l.id == Some(id)) {
+            state.send_done = true;
         }
     }
 

@@ -398,6 +398,16 @@ fn caddy_proxies_megabyte_uploads_and_sends_100_kb_bodies() {
     let stats = wait_for_stats(&upstream, |st| st.requests_completed >= 20);
     assert_eq!(stats.requests_completed, 20);
     assert_eq!(caddy.logged("/echo", 20), 20);
+    // /hi answers without reading the body and stops the upload
+    // (STOP_SENDING): each stream must be reset, not sent on, or the
+    // unread bodies fill Caddy's connection window and the run stalls.
+    let timeout = ["--timeout", "10s"];
+    let s = h3_run(&cert, 40, 2, &caddy.url("/hi"), &[&upload[..], &timeout].concat());
+    assert!(
+        num(&s["bytes"]) < (40 * 1000) as f64,
+        "only the short answers came back: {s}"
+    );
+    assert_eq!(caddy.logged("/hi", 40), 40);
     let s = h3_run(&cert, 200, 4, &caddy.url("/big"), &[]);
     assert!(num(&s["bytes"]) >= 200.0 * 100_000.0, "{s}");
     assert_eq!(caddy.logged("/big", 200), 200);
