@@ -15,10 +15,12 @@
 //! as `.ci/run` installs them; off CI a missing one skips its tests with a
 //! note, on CI it fails them.
 
-use super::support::{num, schema_violations, stderr, summary, target, volley_json, wait_for_stats};
+use super::support::{
+    free_udp_and_tcp_port, num, schema_violations, stderr, summary, target, volley_json, wait_for_stats,
+};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
@@ -46,18 +48,6 @@ fn tool(var: &str, fallback: &str, installs: &str) -> Option<PathBuf> {
         path.display()
     );
     None
-}
-
-/// A loopback port free for both UDP (QUIC) and TCP (Caddy also listens
-/// there for HTTP/1.1 and HTTP/2).
-fn free_port() -> u16 {
-    loop {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
 }
 
 /// A self-signed certificate for 127.0.0.1 and its key, as PEM files in
@@ -171,7 +161,7 @@ struct Aioquic {
 impl Aioquic {
     fn start(python: &Path, dir: &Path, goaway_after: usize) -> (Aioquic, PathBuf) {
         let (cert, key) = certificate(dir);
-        let port = free_port();
+        let port = free_udp_and_tcp_port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3/aioquic_server.py");
         let mut command = Command::new(python);
         command
@@ -285,7 +275,7 @@ impl Caddy {
     /// `upstream`: where POST /echo is proxied (over HTTP/1.1).
     fn start(bin: &Path, dir: &Path, upstream: SocketAddr) -> (Caddy, PathBuf) {
         let (cert, key) = certificate(dir);
-        let port = free_port();
+        let port = free_udp_and_tcp_port();
         let www = dir.join("www");
         std::fs::create_dir_all(&www).unwrap();
         std::fs::write(www.join("big"), vec![b'c'; 100_000]).unwrap();

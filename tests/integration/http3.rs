@@ -361,14 +361,7 @@ impl Drop for ServeProcess {
 #[test]
 fn a_stateless_reset_after_a_server_restart_is_a_reset_and_the_run_goes_on() {
     let _alone = exclusive();
-    let port = {
-        let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = probe.local_addr().unwrap().port();
-        drop(probe);
-        // The TCP port of the same number must be free too.
-        std::net::TcpListener::bind(("127.0.0.1", port)).expect("the TCP port is free as well");
-        port
-    };
+    let port = super::support::free_udp_and_tcp_port();
     let mut first = ServeProcess::start(port);
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");

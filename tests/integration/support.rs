@@ -142,3 +142,15 @@ pub fn logging_target() -> volley::server::ServerHandle {
     })
     .expect("embedded target starts")
 }
+
+/// A loopback port free for both UDP (QUIC) and TCP (HTTP/3 servers also
+/// listen there for HTTP/1.1 and HTTP/2).
+pub fn free_udp_and_tcp_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
