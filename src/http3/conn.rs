@@ -293,10 +293,20 @@ impl Conn {
     ) -> Poll<bool> {
         let mut inner = self.inner.borrow_mut();
         if inner.dead || inner.closing || inner.goaway.is_some() {
+            inner.let_go(lane);
             return Poll::Ready(false);
         }
         let Some(id) = inner.quic.streams().open(Dir::Bi) else {
+            // The server frees stream slots when it has our ACKs of the
+            // streams that ended, and says so in MAX_STREAMS: a lane that
+            // waits for one keeps the connection going (its socket and
+            // timers), as nobody else may be left to.
             inner.capacity_waiters.push(cx.waker().clone());
+            inner.lanes[lane].waker = Some(cx.waker().clone());
+            inner.driver = Some(lane);
+            inner.poll_io(cx);
+            drop(inner);
+            self.queue();
             return Poll::Pending;
         };
         let state = &mut inner.lanes[lane];
@@ -365,6 +375,13 @@ impl Multiplexed for Conn {
         let mut inner = self.inner.borrow_mut();
         while let Poll::Ready(Ok(())) = inner.poll_receive(&mut cx) {}
         inner.run_timers();
+        // The socket now holds the no-op waker, not the driver's: whoever
+        // drove is no longer woken by it. Without a driver the worker's
+        // next flush wakes a waiting lane to take the socket over (unless
+        // this lane's own stream, starting now, reads first).
+        inner.driver = None;
+        drop(inner);
+        self.queue();
     }
 }
 
@@ -455,17 +472,41 @@ impl Inner {
 
     /// Streams wait here but no lane is registered to read the socket.
     fn orphaned(&self) -> bool {
-        self.driver.is_none() && !self.dead && self.lanes.iter().any(LaneState::open)
+        self.driver.is_none()
+            && !self.dead
+            && (self.lanes.iter().any(LaneState::open) || !self.capacity_waiters.is_empty())
     }
 
     fn a_waiting_waker(&self) -> Option<&Waker> {
         let driver = self.driver.and_then(|d| self.lanes[d].waker.as_ref());
-        driver.or_else(|| {
-            self.lanes
-                .iter()
-                .filter(|l| l.open())
-                .find_map(|l| l.waker.as_ref())
-        })
+        driver
+            .or_else(|| {
+                self.lanes
+                    .iter()
+                    .filter(|l| l.open())
+                    .find_map(|l| l.waker.as_ref())
+            })
+            .or_else(|| self.capacity_waiters.first())
+    }
+
+    /// Receives what the socket has and runs due timers until neither has
+    /// more (or after [`YIELD_READS`] receives, coming back at once); the
+    /// socket and the timer then hold `cx`'s waker.
+    fn poll_io(&mut self, cx: &mut Context<'_>) {
+        for _ in 0..YIELD_READS {
+            match self.poll_receive(cx) {
+                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Err(err)) => {
+                    self.socket_failed(err);
+                    continue;
+                }
+                Poll::Pending => {}
+            }
+            if self.poll_timer(cx).is_pending() {
+                return;
+            }
+        }
+        cx.waker().wake_by_ref();
     }
 
     /// Writes what the QUIC connection will take of the lane's request,

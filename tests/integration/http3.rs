@@ -58,6 +58,35 @@ fn requests_over_many_streams_are_counted_exactly() {
     assert_eq!(num(&tls["handshakes"]), 3.0, "{tls}");
 }
 
+/// More lanes than the server allows streams (it allows 256): the rest
+/// wait for room on the connection, and every request is still answered.
+#[test]
+fn lanes_beyond_the_servers_stream_limit_wait_for_room() {
+    let server = h3_target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "-n",
+        "3000",
+        "-c",
+        "1",
+        "--streams",
+        "300",
+        "--timeout",
+        "10s",
+        "-q",
+        &h3_url(&server, "/sleep/2"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = summary(&report);
+    assert_eq!(num(&s["ok"]), 3000.0, "{s}");
+    assert_eq!(
+        wait_for_stats(&server, |s| s.requests_completed >= 3000).h3_connections,
+        1
+    );
+}
+
 #[test]
 fn a_large_upload_and_large_responses_arrive_whole() {
     let server = h3_target();
