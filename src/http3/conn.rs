@@ -404,39 +404,22 @@ impl Inner {
     /// Reads, runs timers and handles events until the lane's stream has
     /// finished.
     fn drive(&mut self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
-        let mut reads = 0u32;
-        loop {
-            if self.lanes[lane].result.is_some() {
-                return Poll::Ready(self.finish(lane));
-            }
+        if self.lanes[lane].result.is_none() {
             self.send_request(lane, request);
-            reads += 1;
-            if reads > YIELD_READS {
-                self.driver = Some(lane);
-                self.lanes[lane].waker = Some(cx.waker().clone());
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            match self.poll_receive(cx) {
-                Poll::Ready(Ok(())) => continue,
-                Poll::Ready(Err(err)) => {
-                    self.socket_failed(err);
-                    continue;
-                }
-                Poll::Pending => {}
-            }
-            if self.poll_timer(cx).is_ready() {
-                continue;
-            }
-            self.driver = Some(lane);
-            if self.lanes[lane].result.is_some() {
-                return Poll::Ready(self.finish(lane));
-            }
             let waker = &mut self.lanes[lane].waker;
             if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 *waker = Some(cx.waker().clone());
             }
-            return Poll::Pending;
+            // Everything that has arrived is handled before the worker's
+            // flush, so the requests it frees go out together.
+            self.driver = Some(lane);
+            self.poll_io(cx);
+            // Credit that came in (flow control) takes more of the body.
+            self.send_request(lane, request);
+        }
+        match self.lanes[lane].result {
+            Some(_) => Poll::Ready(self.finish(lane)),
+            None => Poll::Pending,
         }
     }
 
