@@ -25,10 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 VOLLEY = ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "volley"
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
-# One worker, no logs, connections kept open for as long as a run lasts; the
-# `servers` are the server blocks (and any http-level directives).
+# `workers` workers (one unless a benchmark asks for more), no logs,
+# connections kept open for as long as a run lasts; the `servers` are the
+# server blocks (and any http-level directives).
 NGINX_CONF = """
-worker_processes 1;
+worker_processes {workers};
 daemon off;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log error;
@@ -107,10 +108,11 @@ def stop(proc):
         proc.kill()
 
 
-def start_nginx(core, workdir, servers, ports):
-    """nginx with NGINX_CONF around `servers`, pinned to `core`, its files in `workdir`."""
+def start_nginx(core, workdir, servers, ports, workers=1):
+    """nginx with NGINX_CONF around `servers`, pinned to `core` (a core, or a
+    list taskset takes, such as "6-15"), its files in `workdir`."""
     conf = Path(workdir) / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(dir=workdir, servers=servers))
+    conf.write_text(NGINX_CONF.format(dir=workdir, servers=servers, workers=workers))
     return start_pinned(["nginx", "-c", str(conf), "-p", workdir], core, ports)
 
 
@@ -157,8 +159,8 @@ def to_ms(value, unit):
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
 
-def run_wrk(url, conns, secs, cores, pipeline=None):
-    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{secs}s", "--latency", "--timeout", "30s"]
+def run_wrk(url, conns, secs, cores, pipeline=None, threads=1):
+    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{secs}s", "--latency", "--timeout", "30s"]
     script = None
     if pipeline:
         script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
@@ -247,18 +249,14 @@ def machine():
     return f"{os.cpu_count()} cores ({model}), Linux {platform.release()}"
 
 
-def publish(start_mark, end_mark, setup, peer, rows, write=True):
-    """Prints the table of `rows` (volley against `peer`) under a line saying
-    when, where and how (`setup`), and puts both between the markers in
-    RESULTS.md (added at its end when missing) if `write`."""
+def publish(start_mark, end_mark, setup, peer, rows, write=True, header=True):
+    """Prints the table of `rows` (volley against `peer`; without `header`,
+    rows that carry their own header) under a line saying when, where and
+    how (`setup`), and puts both between the markers in RESULTS.md (added at
+    its end when missing) if `write`."""
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    table = "\n".join([
-        f"Measured {when} on {machine()}, {setup}",
-        "",
-        f"| case | volley | {peer} | ratio | target | met |",
-        "|---|---|---|---|---|---|",
-        *rows,
-    ])
+    head = [f"| case | volley | {peer} | ratio | target | met |", "|---|---|---|---|---|---|"] if header else []
+    table = "\n".join([f"Measured {when} on {machine()}, {setup}", "", *head, *rows])
     print()
     print(table)
     if not write:

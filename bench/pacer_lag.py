@@ -91,6 +91,14 @@ def run(url, args, interval, cores, volley=VOLLEY, target=None):
     }
 
 
+def describe(res):
+    """One run's schedule figures (`run`'s result) in a line."""
+    return (f"lag p50 {res['lag_p50']:.3f} ms, p99 {res['lag_p99']:.3f} ms, max {res['lag_max']:.3f} ms; "
+            f"{res['late']:,} of {res['sent']:,} sent late ({res['late_waiting']:,} waiting for a connection); "
+            f"latency p99 {res['latency_p99']:.2f} ms, service p99 {res['service_p99']:.2f} ms; "
+            f"{res['errors']} errors; others {res['others']:.1%}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rate", type=int, default=40000, help="requests per second in all")
@@ -130,11 +138,7 @@ def main():
                         break
                     print(f"  (other processes took {res['others']:.1%} of the machine: run again)", flush=True)
                 results[(name, interval)].append(res)
-                print(f"  round {r + 1} {name:>8} --interval {interval:>5}: lag p50 {res['lag_p50']:.3f} ms, "
-                      f"p99 {res['lag_p99']:.3f} ms, max {res['lag_max']:.3f} ms; "
-                      f"{res['late']:,} of {res['sent']:,} sent late ({res['late_waiting']:,} waiting for a "
-                      f"connection); latency p99 {res['latency_p99']:.2f} ms, service p99 "
-                      f"{res['service_p99']:.2f} ms; {res['errors']} errors; others {res['others']:.1%}", flush=True)
+                print(f"  round {r + 1} {name:>8} --interval {interval:>5}: {describe(res)}", flush=True)
     finally:
         stop(nginx)
 

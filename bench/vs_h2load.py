@@ -75,25 +75,29 @@ def volley_command(url, conns, secs, streams=None):
             "--insecure", "--json", url]
 
 
-def run_h2load(url, conns, secs, cores, streams):
-    cmd = ["h2load", "-c", str(conns), "-m", str(streams), "-t", "1", "-D", str(secs), url]
+def run_h2load(url, conns, secs, cores, streams, threads=1, protocol="h2"):
+    """h2load's figures; it must have negotiated `protocol` (h2c for an
+    http:// URL)."""
+    cmd = ["h2load", "-c", str(conns), "-m", str(streams), "-t", str(threads), "-D", str(secs), url]
     proc, cpu, rss = measured(cmd, cores, secs + 60)
     out = proc.stdout
-    protocol = re.search(r"Application protocol: (\S+)", out)
+    want, protocol = protocol, re.search(r"Application protocol: (\S+)", out)
     rps = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out)
     counts = re.search(r"requests: \d+ total, \d+ started, (\d+) done, \d+ succeeded, "
                        r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
     status = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
     if not (protocol and rps and counts and status):
         raise SystemExit(f"h2load failed: {' '.join(cmd)}\n{out}\n{proc.stderr}")
-    if protocol.group(1) != "h2":
-        raise SystemExit(f"h2load negotiated {protocol.group(1)}, not h2: {' '.join(cmd)}")
+    if protocol.group(1) != want:
+        raise SystemExit(f"h2load negotiated {protocol.group(1)}, not {want}: {' '.join(cmd)}")
     done = int(counts.group(1))
     return {
         "rps": float(rps.group(1)),
         "requests": done,
         "errors": sum(int(g) for g in counts.groups()[1:]),
         "bad_status": sum(int(g) for g in status.groups()[1:]),
+        # h2load prints no median of its request times.
+        "p50_ms": float("nan"),
         "cpu_us_per_req": 1e6 * cpu / max(done, 1),
         "rss_mb": rss / 1024,
     }

@@ -31,9 +31,9 @@ def run_volley(io):
     return run
 
 
-def run_shb(batched, extra=()):
+def run_shb(batched, extra=(), threads=1):
     def run(url, conns, secs, cores, streams=None):
-        cmd = [SHB, "-c", str(conns), "-t", "1", "-z", f"{secs}s", "--json", *extra]
+        cmd = [SHB, "-c", str(conns), "-t", str(threads), "-z", f"{secs}s", "--json", *extra]
         if streams:
             cmd += [] if "--http3" in extra else ["--http2"]
             cmd += ["-p", str(streams)]
