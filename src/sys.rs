@@ -66,6 +66,19 @@ pub fn thread_cpu() -> CpuTime {
     }
 }
 
+/// The kernel's CLOCK_MONOTONIC now: what absolute deadlines (a timerfd's,
+/// an io_uring timeout's) are read against. `Instant` is that clock on
+/// Linux but keeps its reading private.
+pub fn monotonic_clock() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// Puts the calling thread in the background: Linux's `SCHED_IDLE`, so it
 /// runs only when no ordinary thread wants its core, and a worker that
 /// wakes takes the core from it at once. For the threads of a run that are

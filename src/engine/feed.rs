@@ -9,10 +9,12 @@
 
 use super::budget::Budget;
 use super::timer::{PreciseTimer, sleep_precisely};
+use crate::net::uring::Ring;
 use crate::recorder::Recorder;
 use crate::shape::LoadProfile;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -125,7 +127,8 @@ impl ClosedFeed {
 }
 
 impl OpenFeed {
-    /// `share` of the whole `rate` profile, `phase` in [0, 1).
+    /// `share` of the whole `rate` profile, `phase` in [0, 1); paced on
+    /// the worker's `ring` when it has one.
     pub fn new(
         schedule: LoadProfile,
         phase: f64,
@@ -133,6 +136,7 @@ impl OpenFeed {
         limit: Option<u64>,
         deadline: Option<Instant>,
         may_add: usize,
+        ring: Option<&Rc<Ring>>,
     ) -> OpenFeed {
         OpenFeed {
             schedule,
@@ -148,7 +152,7 @@ impl OpenFeed {
             add_requests: Cell::new(0),
             driver: RefCell::new(None),
             // Without a timerfd the pacer falls back to tokio's 1 ms timer.
-            timer: PreciseTimer::new().ok(),
+            timer: PreciseTimer::new(ring).ok(),
         }
     }
 

@@ -19,6 +19,7 @@ use crate::response::BodySink;
 use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
@@ -52,7 +53,14 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 const PRECONNECT_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Builds a phase's feed for this worker.
-fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, ramped: bool) -> Feed {
+fn feed_for(
+    shared: &Shared,
+    spec: &WorkerSpec,
+    limit: &Limit,
+    start: Instant,
+    ramped: bool,
+    ring: Option<&Rc<Ring>>,
+) -> Feed {
     let deadline = limit.duration.map(|d| start + d);
     match &shared.model {
         LoadModel::Closed { ramp } => Feed::Closed(ClosedFeed {
@@ -76,6 +84,7 @@ fn feed_for(shared: &Shared, spec: &WorkerSpec, limit: &Limit, start: Instant, r
                 limit.requests,
                 deadline,
                 spec.may_add * shared.transport.streams,
+                ring,
             ))
         }
     }
@@ -142,7 +151,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     if let Some(limit) = spec.warmup {
         let began = Instant::now();
         // The warm-up runs at the plain load (no ramp).
-        let feed = feed_for(&ctx.shared, &spec, &limit, began, false);
+        let feed = feed_for(&ctx.shared, &spec, &limit, began, false, ctx.connector.ring());
         slots = block_on(&runtime, &ctx, async {
             // At the warm-up's end no new request starts but those in flight
             // finish, so the connections stay usable for the measured phase.
@@ -164,7 +173,14 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     let start = *ctx.shared.start.get_or_init(Instant::now);
     let cpu_before = thread_cpu();
     let deadline = spec.measured.duration.map(|d| start + d);
-    let feed = feed_for(&ctx.shared, &spec, &spec.measured, start, true);
+    let feed = feed_for(
+        &ctx.shared,
+        &spec,
+        &spec.measured,
+        start,
+        true,
+        ctx.connector.ring(),
+    );
     let next_index = Cell::new(0u64);
     block_on(&runtime, &ctx, async {
         // `biased`: when the deadline and an interval tick fall due together,

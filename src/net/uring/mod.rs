@@ -1,7 +1,8 @@
 //! io_uring sockets: one ring per worker thread, every socket of that
 //! worker driven through completions instead of readiness.
 //!
-//! tokio stays the executor (its timers, the pacer's timerfd, `select!`);
+//! tokio stays the executor (its timers, `select!`), while the pacer sleeps
+//! on the ring itself (`timer`);
 //! the ring's own descriptor sits in tokio's epoll, readable when
 //! completions are waiting. [`Ring::run`] wraps a worker's phase: before
 //! each poll it reaps the completions (waking the loops they belong to),
@@ -21,6 +22,10 @@
 //! TLS run over it unchanged. Written by hand rather than through a
 //! completion runtime: it is the worker's I/O loop, the product's core, and
 //! it must keep tokio's timers and the pacer as they are.
+
+mod timer;
+
+pub use timer::RingSleep;
 
 use io_uring::types::BufRingEntry;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
@@ -235,6 +240,8 @@ struct Inner {
     /// Slots below this index have their socket in the ring's table of
     /// registered files, at the slot's index.
     registered: usize,
+    /// The pacer's sleep.
+    timer: timer::TimerSlot,
 }
 
 /// What tokio's reactor watches to learn that the ring has work: the
@@ -305,6 +312,7 @@ impl Ring {
                 in_flight: 0,
                 reaped: Vec::with_capacity(QUEUE_ENTRIES as usize),
                 registered,
+                timer: timer::TimerSlot::default(),
             }),
         }))
     }
@@ -540,7 +548,11 @@ impl Inner {
             if cqe.user_data() == u64::MAX {
                 continue; // the cancel-all of `Drop`
             }
-            let (index, _, send) = slot_of(cqe.user_data());
+            let (index, generation, send) = slot_of(cqe.user_data());
+            if index == timer::TIMER_INDEX {
+                self.timer_completed(generation);
+                continue;
+            }
             if send {
                 self.sent(index, cqe.result());
             } else {
