@@ -162,18 +162,34 @@ impl Pending for Conn {
 }
 
 impl Conn {
-    /// Opens a QUIC connection to `addr` and completes its handshake (the
-    /// caller bounds the time); `lanes` is how many lanes share it.
+    /// Opens a QUIC connection to `addr` and completes its handshake by
+    /// `deadline` (`timeout`, the --connect-timeout it stands for, names it
+    /// in the error); `lanes` is how many lanes share it.
     pub async fn connect(
         addr: SocketAddr,
         config: ClientConfig,
         server_name: &str,
         lanes: usize,
         outbox: Rc<Outbox>,
+        deadline: tokio::time::Instant,
+        timeout: std::time::Duration,
     ) -> Result<Rc<Conn>, RequestError> {
         let conn = Conn::start_connecting(addr, config, server_name, lanes, outbox)?;
-        std::future::poll_fn(|cx| conn.poll_handshake(cx)).await?;
-        Ok(conn)
+        let handshake = std::future::poll_fn(|cx| conn.poll_handshake(cx));
+        match tokio::time::timeout_at(deadline, handshake).await {
+            Ok(done) => done.map(|()| conn),
+            // The server sent handshake messages but never finished: the
+            // TLS handshake stalled, as it can over TCP, and not the
+            // silence of a port nobody answers on (a connect error).
+            Err(_) if conn.inner.borrow().quic.stats().frame_rx.crypto > 0 => Err(RequestError::new(
+                ErrorKind::Tls,
+                ErrorDetail::HandshakeTimeout(timeout),
+            )),
+            Err(_) => Err(RequestError::new(
+                ErrorKind::Connect,
+                ErrorDetail::ConnectTimeout(timeout),
+            )),
+        }
     }
 
     fn start_connecting(
