@@ -66,21 +66,19 @@ impl Dialer {
                 &self.server_name,
                 lanes,
                 outbox.clone(),
+                deadline,
+                self.connect_timeout,
             );
-            match tokio::time::timeout_at(deadline, connect).await {
-                Ok(Ok(conn)) => {
+            match connect.await {
+                Ok(conn) => {
                     self.preferred.set(index);
                     // QUIC's handshake is TCP's and TLS's in one.
                     recorder.borrow_mut().record_handshake(began.elapsed(), false);
                     return Ok(conn);
                 }
-                Ok(Err(err)) => last_err = Some(err),
-                Err(_) => {
-                    return Err(RequestError::new(
-                        ErrorKind::Connect,
-                        ErrorDetail::ConnectTimeout(self.connect_timeout),
-                    ));
-                }
+                // Out of time: no address after it gets any.
+                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
+                Err(err) => last_err = Some(err),
             }
         }
         Err(last_err.unwrap_or_else(|| RequestError::protocol("no address to connect to")))

@@ -146,22 +146,24 @@ class Connection(QuicConnectionProtocol):
         self.transmit()
 
 
-async def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(parser):
+    """The arguments every server script here takes, parsed."""
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
-    parser.add_argument("--goaway-after", type=int, default=0)
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def configuration(args):
+    """A server configuration with the test's certificate."""
     config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN)
     config.load_cert_chain(args.cert, args.key)
-    # Room for a few megabyte uploads at once without waiting on credit.
-    config.max_data = 16 * 1024 * 1024
-    config.max_stream_data = 2 * 1024 * 1024
-    Connection.goaway_after = args.goaway_after
+    return config
 
-    server = await serve("127.0.0.1", args.port, configuration=config, create_protocol=Connection)
+
+async def serve_until_stopped(port, config, protocol):
+    """Serves on 127.0.0.1:port until SIGTERM or SIGINT, then prints COUNTS."""
+    server = await serve("127.0.0.1", port, configuration=config, create_protocol=protocol)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -170,6 +172,18 @@ async def main():
     await stop.wait()
     server.close()
     print(json.dumps(COUNTS), flush=True)
+
+
+async def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--goaway-after", type=int, default=0)
+    args = arguments(parser)
+    config = configuration(args)
+    # Room for a few megabyte uploads at once without waiting on credit.
+    config.max_data = 16 * 1024 * 1024
+    config.max_stream_data = 2 * 1024 * 1024
+    Connection.goaway_after = args.goaway_after
+    await serve_until_stopped(args.port, config, Connection)
 
 
 if __name__ == "__main__":

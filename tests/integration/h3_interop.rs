@@ -152,26 +152,38 @@ const MEGABYTE: usize = 1 << 20;
 
 // --- aioquic -------------------------------------------------------------
 
-/// tests/h3/aioquic_server.py on a free port, ready.
-struct Aioquic {
+/// tests/h3/aioquic_server.py (or another script there) on a free port,
+/// ready.
+pub(super) struct Aioquic {
     server: Server,
     port: u16,
 }
 
 impl Aioquic {
     fn start(python: &Path, dir: &Path, goaway_after: usize) -> (Aioquic, PathBuf) {
+        let goaway_after = goaway_after.to_string();
+        Aioquic::script(
+            python,
+            dir,
+            "aioquic_server.py",
+            &["--goaway-after", &goaway_after],
+        )
+    }
+
+    /// `script` (in tests/h3, one that shares aioquic_server.py's arguments,
+    /// "ready" and counts) with `args` on a free port, ready; and the
+    /// certificate it serves.
+    pub(super) fn script(python: &Path, dir: &Path, script: &str, args: &[&str]) -> (Aioquic, PathBuf) {
         let (cert, key) = certificate(dir);
         let port = free_udp_and_tcp_port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3/aioquic_server.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/h3")
+            .join(script);
         let mut command = Command::new(python);
         command
             .arg(script)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--goaway-after",
-                &goaway_after.to_string(),
-            ])
+            .args(["--port", &port.to_string()])
+            .args(args)
             .arg("--cert")
             .arg(&cert)
             .arg("--key")
@@ -183,13 +195,13 @@ impl Aioquic {
         (Aioquic { server, port }, cert)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.port)
     }
 
     /// Stops the server and returns its counts (requests answered, body
     /// bytes received, connections, GOAWAYs sent, streams refused).
-    fn counts(mut self) -> Value {
+    pub(super) fn counts(mut self) -> Value {
         // SAFETY: signals our own child process.
         unsafe { libc::kill(self.server.child.id() as i32, libc::SIGTERM) };
         let line = self.server.wait_for("\"requests\"");
@@ -197,7 +209,7 @@ impl Aioquic {
     }
 }
 
-fn aioquic_python() -> Option<PathBuf> {
+pub(super) fn aioquic_python() -> Option<PathBuf> {
     tool(
         "VOLLEY_H3_PYTHON",
         "target/h3-venv/bin/python",

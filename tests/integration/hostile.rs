@@ -520,15 +520,18 @@ const HUGE_BODY: usize = 64 << 20;
 
 /// Runs the plan `text` against `addr` with a 20 s `--timeout`.
 fn run_plan_text(addr: SocketAddr, text: &str, extra: &[&str]) -> (std::process::Output, Value) {
+    run_plan_text_at(&format!("http://{addr}"), text, extra)
+}
+
+fn run_plan_text_at(base: &str, text: &str, extra: &[&str]) -> (std::process::Output, Value) {
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.yml");
     std::fs::write(&plan, text).unwrap();
-    let base = format!("http://{addr}");
     let mut args = vec![
         "plan",
         plan.to_str().unwrap(),
         "--base",
-        &base,
+        base,
         "--timeout",
         "20s",
         "-q",
@@ -540,11 +543,16 @@ fn run_plan_text(addr: SocketAddr, text: &str, extra: &[&str]) -> (std::process:
 /// Runs a plan whose first step assigns the response of `/` to `big`
 /// against `addr`; returns that step's summary after checking the bounds.
 pub(super) fn run_assigning_plan(addr: SocketAddr, iterations: u32, extra: &[&str]) -> Value {
+    run_assigning_plan_at(&format!("http://{addr}"), iterations, extra)
+}
+
+/// [`run_assigning_plan`] against the server at `base` (a URL).
+pub(super) fn run_assigning_plan_at(base: &str, iterations: u32, extra: &[&str]) -> Value {
     let plan = format!(
         "iterations: {iterations}\nplan:\n  - name: Huge\n    request:\n      url: /\n    assign: big\n  - name: After\n    assert: {{key: big.status, value: '200'}}\n"
     );
     let began = Instant::now();
-    let (out, report) = run_plan_text(addr, &plan, extra);
+    let (out, report) = run_plan_text_at(base, &plan, extra);
     assert!(began.elapsed() < Duration::from_secs(20), "{:?}", began.elapsed());
     let rss = num(&summary(&report)["tool_cpu"]["peak_rss_bytes"]);
     assert!(

@@ -6,6 +6,7 @@ mod credentials;
 mod docs;
 mod follow;
 mod fuzz_inputs;
+mod h3_hostile;
 mod h3_interop;
 mod hostile;
 mod hostile_h2;
