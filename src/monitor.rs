@@ -101,13 +101,27 @@ impl ProcSampler {
             None => 0.0,
         };
         self.last = Some((ticks, now));
-        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.pid)).map_or(0, |d| d.count() as u64);
+        let fds = open_fds(self.pid);
         Some(ProcSample {
             rss_mb: rss_pages as f64 * self.page_bytes / (1024.0 * 1024.0),
             cpu_pct,
             threads,
             fds,
         })
+    }
+}
+
+/// How many descriptors `pid` has open. Linux 6.2 and later give the count
+/// as the size of `/proc/PID/fd`, read off the descriptor table's bitmap;
+/// listing the directory instead makes the kernel build an entry per
+/// descriptor, which for a worker's thousands of sockets took a sampling
+/// thread milliseconds of kernel time every interval, long enough to hold
+/// up a worker that shared its core. Older kernels (size 0) are listed.
+fn open_fds(pid: u32) -> u64 {
+    let dir = format!("/proc/{pid}/fd");
+    match std::fs::metadata(&dir) {
+        Ok(meta) if meta.len() > 0 => meta.len(),
+        _ => std::fs::read_dir(&dir).map_or(0, |d| d.count() as u64),
     }
 }
 
@@ -209,6 +223,35 @@ mod tests {
                 .to_string()
                 .contains("no process with PID")
         );
+    }
+
+    #[test]
+    fn counts_another_processs_open_descriptors() {
+        // A child holds its standard streams and whatever this process
+        // lets it inherit (cargo's jobserver pipes, say); listing its
+        // descriptors opens none of its own, so the count must match it.
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_secs(2);
+        // Until it has exec'd `sleep` (before, it is a copy of this process).
+        while std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap_or_default() != "sleep\n"
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let fds = open_fds(child.id());
+        let listed = std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+            .unwrap()
+            .count() as u64;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(fds >= 3, "{fds}");
+        assert_eq!(fds, listed);
     }
 
     #[test]
