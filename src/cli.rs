@@ -489,7 +489,7 @@ pub struct ServeArgs {
     /// Write the --tls certificate (PEM) to FILE before serving, for clients to trust.
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub cert_out: Option<PathBuf>,
-    /// Serve HTTP/3 too, on the UDP port of the same number, with the --tls certificate.
+    /// Serve HTTP/3 too, on the UDP port of the same number, with the --tls certificate; HTTP/1.1 and HTTP/2 responses advertise it (Alt-Svc).
     #[arg(long, requires = "tls")]
     pub http3: bool,
 }
