@@ -351,7 +351,8 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "http1_1")]
     pub http2: bool,
     /// Speak HTTP/3 (QUIC, over UDP) to https URLs; never chosen without
-    /// this flag, whatever a server's Alt-Svc says. QUIC's sockets run on
+    /// this flag, whatever a server's Alt-Svc says (with -v, a run whose
+    /// responses offer h3 there ends with a note). QUIC's sockets run on
     /// epoll, whatever --io says.
     #[arg(long, conflicts_with_all = ["http1_1", "http2"])]
     pub http3: bool,

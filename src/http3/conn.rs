@@ -441,6 +441,8 @@ impl Inner {
             status: state.status,
             bytes: state.bytes,
             close: false,
+            // Alt-Svc offers HTTP/3 to clients not speaking it already.
+            h3_offer: None,
         };
         let capture = state.capture.take();
         self.let_go(lane);

@@ -1,17 +1,17 @@
 //! What runs over HTTP/2 also runs over HTTP/3, against the embedded
 //! target's HTTP/3 (`volley serve --tls --http3`): load stages in both
 //! models, shards and their merge (and its thresholds), and the metric
-//! outputs. Client
-//! certificates and SNI go over QUIC to a QUIC server of the test's own
-//! (quinn and h3 on a rustls configuration the test makes, as `tls.rs`
-//! does for TCP), which can require a certificate and tells what name the
-//! client sent.
+//! outputs; and the note `-v` gives where that server advertises HTTP/3
+//! to a run without `--http3`. Client certificates and SNI go over QUIC
+//! to a QUIC server of the test's own (quinn and h3 on a rustls
+//! configuration the test makes, as `tls.rs` does for TCP), which can
+//! require a certificate and tells what name the client sent.
 
 use super::http3::{h3_run, h3_target, h3_url};
 use super::metrics::{samples, scrape_while_running};
 use super::receivers::{Prometheus, free_port, prometheus_installed};
 use super::shard::{merge, run_shards};
-use super::support::{exclusive, num, read_report, stderr, summary, wait_for_stats};
+use super::support::{exclusive, num, read_report, stderr, summary, target, volley_json, wait_for_stats};
 use super::tls::{Leaf, Pki, Server, all_ok, all_tls_errors, provider, serve_on_thread};
 use bytes::Bytes;
 use rcgen::ExtendedKeyUsagePurpose;
@@ -351,4 +351,38 @@ fn sni_over_quic_is_sent_and_names_the_certificate_to_verify() {
         sent.iter().all(|n| n.as_deref() == Some("wrong.example")),
         "{sent:?}"
     );
+}
+
+/// Without `--http3` a server's HTTP/3 advert changes nothing but what
+/// `-v` says at the end: one note, however many responses carried it.
+#[test]
+fn verbose_notes_a_servers_http3_advert_once() {
+    let server = h3_target();
+    let url = h3_url(&server, "/hi");
+    let note = format!(
+        "note: the server offers HTTP/3 (Alt-Svc: h3 on UDP port {}); --http3 would use it",
+        server.addr().port()
+    );
+    // Over HTTP/1.1 every response says it; over HTTP/2 the first response
+    // of each connection is looked at.
+    for (protocol, named) in [
+        (&["--http1.1"][..], "http/1.1"),
+        (&["--http2", "--streams", "4"], "h2"),
+    ] {
+        let mut args = vec!["run", "--insecure", "-v", "-n", "200", "-c", "2", url.as_str()];
+        args.splice(1..1, protocol.iter().copied());
+        let (out, report) = volley_json(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.matches(&note).count(), 1, "{protocol:?}: {err}");
+        assert_eq!(report["runs"][0]["protocol"], named);
+        assert_eq!(summary(&report)["ok"], 200);
+    }
+    assert_eq!(server.stats().h3_connections, 0, "nothing switched to QUIC");
+    // Not without -v, nor where nothing is offered.
+    let (out, _) = volley_json(&["run", "--insecure", "-n", "20", &url]);
+    assert!(!stderr(&out).contains("HTTP/3"), "{}", stderr(&out));
+    let plain = target();
+    let (out, _) = volley_json(&["run", "-v", "-n", "20", &super::support::url(&plain, "/hi")]);
+    assert!(!stderr(&out).contains("HTTP/3"), "{}", stderr(&out));
 }
