@@ -351,7 +351,8 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "http1_1")]
     pub http2: bool,
     /// Speak HTTP/3 (QUIC, over UDP) to https URLs; never chosen without
-    /// this flag, whatever a server's Alt-Svc says. QUIC's sockets run on
+    /// this flag, whatever a server's Alt-Svc says (with -v, a run whose
+    /// responses offer h3 there ends with a note). QUIC's sockets run on
     /// epoll, whatever --io says.
     #[arg(long, conflicts_with_all = ["http1_1", "http2"])]
     pub http3: bool,
@@ -489,7 +490,7 @@ pub struct ServeArgs {
     /// Write the --tls certificate (PEM) to FILE before serving, for clients to trust.
     #[arg(long, value_name = "FILE", requires = "tls")]
     pub cert_out: Option<PathBuf>,
-    /// Serve HTTP/3 too, on the UDP port of the same number, with the --tls certificate.
+    /// Serve HTTP/3 too, on the UDP port of the same number, with the --tls certificate; HTTP/1.1 and HTTP/2 responses advertise it (Alt-Svc).
     #[arg(long, requires = "tls")]
     pub http3: bool,
 }

@@ -18,6 +18,32 @@ pub struct ResponseHead {
     pub bytes: u64,
     /// The server will close the connection after this response.
     pub close: bool,
+    /// The UDP port this response's `Alt-Svc` offers HTTP/3 on
+    /// ([`h3_offer`]), for `-v`'s note. Looked for in every HTTP/1.1
+    /// response (its header fields are parsed anyway) and in the first
+    /// response of each HTTP/2 connection (its fields are otherwise left
+    /// undecoded); never over HTTP/3, which is spoken already.
+    pub h3_offer: Option<u16>,
+}
+
+/// The UDP port an `Alt-Svc` field value (RFC 7838) offers HTTP/3 on:
+/// `h3=":443"; ma=86400` offers port 443. The first `h3` alternative
+/// counts; drafts (`h3-29`) are not the HTTP/3 volley speaks, and `clear`
+/// offers nothing.
+pub fn h3_offer(value: &[u8]) -> Option<u16> {
+    let value = std::str::from_utf8(value).ok()?;
+    value.split(',').find_map(|alternative| {
+        // `protocol-id="host:port"`, then `; parameters`.
+        let (protocol, rest) = alternative.split_once('=')?;
+        if protocol.trim() != "h3" {
+            return None;
+        }
+        let authority = rest.split(';').next()?.trim().trim_matches('"');
+        // The host may be empty (the same host) or an IPv6 address in
+        // brackets; the port comes last.
+        let (_, port) = authority.rsplit_once(':')?;
+        port.parse().ok().filter(|port| *port != 0)
+    })
 }
 
 /// Size of the shared sink body bytes are read into and dropped.
@@ -121,6 +147,34 @@ impl Capture {
                 name.to_ascii_lowercase(),
                 String::from_utf8_lossy(value).into_owned(),
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::h3_offer;
+
+    #[test]
+    fn an_alt_svc_offers_http3_on_its_port() {
+        for (value, port) in [
+            (&b"h3=\":443\"; ma=86400"[..], Some(443)),
+            (b"h3-29=\":8443\", h3=\":8444\"", Some(8444)),
+            (
+                b"h2=\"alt.example:443\", h3=\"alt.example:4433\"; persist=1",
+                Some(4433),
+            ),
+            (b"h3=\"[::1]:9443\"", Some(9443)),
+            (b" h3 = \":443\" ", Some(443)),
+            (b"h3-29=\":443\"", None),
+            (b"clear", None),
+            (b"h2=\":443\"", None),
+            (b"h3=\":0\"", None),
+            (b"h3=\":port\"", None),
+            (b"", None),
+            (b"h3=\":\xff\"", None),
+        ] {
+            assert_eq!(h3_offer(value), port, "{}", String::from_utf8_lossy(value));
         }
     }
 }

@@ -67,6 +67,9 @@ pub struct Session {
     spawned: Option<crate::monitor::Spawned>,
     pub sinks: Sinks,
     pub report: Report,
+    /// The first HTTP/3 offer an `https://` run's responses made (their
+    /// `Alt-Svc`), and the port the run's URL has: `-v` notes it once.
+    h3_offer: Option<(u16, u16)>,
 }
 
 impl Session {
@@ -87,6 +90,7 @@ impl Session {
             spawned,
             sinks,
             report,
+            h3_offer: None,
         })
     }
 
@@ -103,6 +107,11 @@ impl Session {
     ) -> Result<(RunReport, crate::engine::RunResult, Option<String>), EngineError> {
         self.sinks.run_started(start);
         let (result, aborted_by) = run_watched(start.plan, target, stop, &mut self.sinks.with(live))?;
+        // --http3 needs https://: an offer to an http:// URL is not one
+        // the flag could take up.
+        if target.tls {
+            self.h3_offer = self.h3_offer.or(result.h3_offer.map(|port| (port, target.port)));
+        }
         let mut run = RunReport::new(start.url, &result, start.plan);
         run.load = start.level;
         Ok((run, result, aborted_by))
@@ -121,14 +130,29 @@ impl Session {
             spawned,
             mut sinks,
             mut report,
+            h3_offer,
         } = self;
         drop(spawned);
         finish_thresholds(&mut report, text);
         sinks.finished(&mut report);
         save(&report, output)?;
+        if let (Some((offered, url_port)), Detail::Verbose) = (h3_offer, output.detail) {
+            eprintln!("{}", h3_note(offered, url_port));
+        }
         let verdict = Verdict::of(&report, dead(&report.runs));
         Ok((report, verdict))
     }
+}
+
+/// `-v`'s note on a server that offers HTTP/3 on UDP port `offered` to a
+/// run whose URL has port `url_port` (volley never switches by itself).
+fn h3_note(offered: u16, url_port: u16) -> String {
+    let how = if offered == url_port {
+        "--http3 would use it".to_string()
+    } else {
+        format!("--http3 would use it with port {offered} in the URL")
+    };
+    format!("note: the server offers HTTP/3 (Alt-Svc: h3 on UDP port {offered}); {how}")
 }
 
 /// Runs every target of the plan and reports. Errors are setup failures.
@@ -335,4 +359,18 @@ pub fn pause(delay: Duration, stop: &AtomicBool) -> bool {
         std::thread::sleep(Duration::from_millis(20).min(until - std::time::Instant::now()));
     }
     !stop.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::h3_note;
+
+    #[test]
+    fn the_http3_note_says_which_port_to_use() {
+        assert_eq!(
+            h3_note(8443, 8443),
+            "note: the server offers HTTP/3 (Alt-Svc: h3 on UDP port 8443); --http3 would use it"
+        );
+        assert!(h3_note(443, 8443).ends_with("--http3 would use it with port 443 in the URL"));
+    }
 }

@@ -134,6 +134,7 @@ pub(super) fn record_response(ctx: &WorkerCtx, ticket: Ticket, sent_at: Instant,
         outcome: classify(ctx, head.status),
     };
     ctx.recorder.borrow_mut().record(&sample);
+    ctx.shared.offered_h3(head.h3_offer);
 }
 
 pub(super) fn micros_between(from: Instant, to: Instant) -> u64 {

@@ -222,6 +222,7 @@ impl Walk<'_> {
                     outcome: classify(ctx, head.status),
                 };
                 ctx.recorder.borrow_mut().record_step(stat, &sample);
+                ctx.shared.offered_h3(head.h3_offer);
                 self.state.answered(request, head.status);
                 true
             }

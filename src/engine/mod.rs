@@ -134,6 +134,20 @@ pub struct Shared {
     pub barrier: Barrier,
     /// The measured phase's start, set by the first worker past the barrier.
     pub start: OnceLock<Instant>,
+    /// The first port a response's `Alt-Svc` offered HTTP/3 on.
+    pub h3_offer: OnceLock<u16>,
+}
+
+impl Shared {
+    /// Keeps the first HTTP/3 offer a response made: a read of a line no
+    /// worker writes once it is set.
+    fn offered_h3(&self, offer: Option<u16>) {
+        if let Some(port) = offer
+            && self.h3_offer.get().is_none()
+        {
+            let _ = self.h3_offer.set(port);
+        }
+    }
 }
 
 /// Messages from workers to the collecting thread, once per interval each.
@@ -186,6 +200,9 @@ pub struct RunResult {
     pub protocol: &'static str,
     /// How the workers waited on their sockets: `io_uring` or `epoll`.
     pub io: &'static str,
+    /// The UDP port a response's `Alt-Svc` offered HTTP/3 on, if one did
+    /// (see [`crate::response::ResponseHead::h3_offer`]).
+    pub h3_offer: Option<u16>,
 }
 
 /// Watches a run as it goes, on the run's collecting thread (a thread of
@@ -366,6 +383,7 @@ pub fn run(
         stop,
         barrier: Barrier::new(threads),
         start: OnceLock::new(),
+        h3_offer: OnceLock::new(),
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::with_capacity(threads);
@@ -482,6 +500,7 @@ pub fn run(
         interrupted,
         protocol: settled.name,
         io: plan.transport.io.backend.name(),
+        h3_offer: shared.h3_offer.get().copied(),
     })
 }
 

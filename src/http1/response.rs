@@ -140,7 +140,7 @@ impl ResponseReader {
     /// Whether the buffer holds a final response head (after any interim).
     fn holds_final_head(&self) -> Result<bool, RequestError> {
         let mut at = self.start;
-        while let Some((len, status, ..)) = parse_head(&self.buf[at..self.end], false)? {
+        while let Some(ParsedHead { len, status, .. }) = parse_head(&self.buf[at..self.end], false)? {
             if !(100..200).contains(&status) || status == 101 {
                 return Ok(true);
             }
@@ -189,7 +189,13 @@ impl ResponseReader {
         let mut bytes = 0u64;
         self.reads = 0;
         loop {
-            let (head_len, status, framing, close) = self.read_head(stream, head_request).await?;
+            let ParsedHead {
+                len: head_len,
+                status,
+                framing,
+                close,
+                h3_offer,
+            } = self.read_head(stream, head_request).await?;
             if let Some(capture) = capture.as_deref_mut() {
                 capture_head(capture, &self.buf[self.start..self.start + head_len]);
             }
@@ -215,6 +221,7 @@ impl ResponseReader {
                 // After a `101` the connection speaks another protocol
                 // (volley never asks for one): it cannot carry a next request.
                 close: close || closed || status == 101,
+                h3_offer,
             });
         }
     }
@@ -372,7 +379,16 @@ fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, Requ
     }
 }
 
-type ParsedHead = (usize, u16, Framing, bool);
+/// What a response head says: its length, status, how its body ends,
+/// whether the connection closes after it, and any HTTP/3 its `Alt-Svc`
+/// offers.
+struct ParsedHead {
+    len: usize,
+    status: u16,
+    framing: Framing,
+    close: bool,
+    h3_offer: Option<u16>,
+}
 
 /// Parses with the given header slots; header-level problems come back as
 /// `RequestError`s inside `Ok` so only httparse's own errors trigger a retry.
@@ -399,6 +415,7 @@ fn interpret(
     let mut close = response.version == Some(0);
     let mut length: Option<u64> = None;
     let mut chunked = false;
+    let mut h3_offer = None;
     for header in response.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -429,6 +446,9 @@ fn interpret(
                     close = false;
                 }
             }
+        } else if name.eq_ignore_ascii_case("alt-svc") {
+            // One more name compared per field: the loop runs anyway.
+            h3_offer = h3_offer.or_else(|| crate::response::h3_offer(header.value));
         }
     }
     let framing = if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
@@ -440,7 +460,13 @@ fn interpret(
     } else {
         Framing::UntilClose
     };
-    Ok(Some((head_len, status, framing, close)))
+    Ok(Some(ParsedHead {
+        len: head_len,
+        status,
+        framing,
+        close,
+        h3_offer,
+    }))
 }
 
 /// Keeps what `capture` wants of a response head's fields.

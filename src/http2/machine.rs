@@ -54,6 +54,8 @@ struct LaneState {
     body_sent: usize,
     recv_unacked: u32,
     capture: Option<Capture>,
+    /// The port its response's `Alt-Svc` offers HTTP/3 on.
+    h3_offer: Option<u16>,
 }
 
 impl LaneState {
@@ -127,6 +129,10 @@ pub struct Machine {
     /// The lane whose call is handling frames: the streams it finishes for
     /// others wake them, its own is seen on return.
     reading: usize,
+    /// A response's header block was decoded whole for its `Alt-Svc`: the
+    /// connection's first, and only that one, since blocks are otherwise
+    /// decoded no further than `:status` unless a plan keeps them.
+    alt_svc_looked: bool,
 }
 
 impl Machine {
@@ -163,6 +169,7 @@ impl Machine {
             capacity_waiters: Vec::new(),
             pending_acks: 0,
             reading: usize::MAX,
+            alt_svc_looked: false,
         }
     }
 
@@ -303,6 +310,7 @@ impl Machine {
             status: state.status,
             bytes: state.bytes,
             close: false,
+            h3_offer: state.h3_offer,
         };
         let capture = state.capture.take();
         self.release(lane);
@@ -315,6 +323,7 @@ impl Machine {
         state.id = 0;
         state.result = None;
         state.capture = None;
+        state.h3_offer = None;
         self.active -= 1;
         if let Some(waiter) = self.capacity_waiters.pop() {
             waiter.wake();

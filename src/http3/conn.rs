@@ -457,6 +457,8 @@ impl Inner {
             status: state.status,
             bytes: state.bytes,
             close: false,
+            // Alt-Svc offers HTTP/3 to clients not speaking it already.
+            h3_offer: None,
         };
         let capture = state.capture.take();
         self.let_go(lane);
@@ -1096,15 +1098,23 @@ fn describe_loss(reason: &ConnectionError, connected: bool) -> (ErrorKind, Strin
             ),
         ),
         ConnectionError::ConnectionClosed(close) => {
-            // CRYPTO_ERROR codes (0x100-0x1ff) carry a TLS alert.
+            // CRYPTO_ERROR codes (0x100-0x1ff) carry the TLS alert the
+            // server sent: worded as over TCP, where rustls reports it as
+            // received, so a server that wants a client certificate says
+            // to pass --cert and --key (quinn's text only gives the number).
             let code = u64::from(close.error_code);
-            let tls = (0x100..0x200).contains(&code);
-            let kind = if tls {
-                ErrorKind::Tls
+            if (0x100..0x200).contains(&code) {
+                let alert = rustls::AlertDescription::from(code as u8);
+                (
+                    ErrorKind::Tls,
+                    crate::tls::describe(&rustls::Error::AlertReceived(alert)),
+                )
             } else {
-                kind(ErrorKind::Protocol)
-            };
-            (kind, format!("the server closed the QUIC connection: {close}"))
+                (
+                    kind(ErrorKind::Protocol),
+                    format!("the server closed the QUIC connection: {close}"),
+                )
+            }
         }
         ConnectionError::TransportError(err) => {
             let code = u64::from(err.code);

@@ -248,7 +248,11 @@ impl Output {
         head_only: bool,
         persistence: Persistence,
     ) -> Next {
-        if let Some(whole) = response::prebuilt(&reply, persistence, head_only) {
+        // A server that speaks HTTP/3 too says so on every response, as
+        // Caddy does; the pre-built `/hi` responses do not.
+        let alt_svc = self.shared.alt_svc.get().map(http::HeaderValue::as_bytes);
+        if let Some(whole) = response::prebuilt(&reply, persistence, head_only).filter(|_| alt_svc.is_none())
+        {
             self.bytes(whole);
         } else {
             response::write_head_with(
@@ -256,6 +260,7 @@ impl Output {
                 reply.status,
                 reply.content_type,
                 &reply.fields,
+                alt_svc,
                 reply.body.len(),
                 persistence,
             );

@@ -28,7 +28,7 @@ use bytes::Bytes;
 // `::h2` is the crate, not this module.
 use ::h2::server::{Builder, SendResponse};
 use ::h2::{Reason, RecvStream, SendStream};
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, SERVER};
+use http::header::{ALT_SVC, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, SERVER};
 use tokio::io::AsyncWriteExt as _;
 use tokio::task::JoinSet;
 
@@ -207,7 +207,11 @@ async fn send(
     head_only: bool,
     shared: &Shared,
 ) -> Result<(), ::h2::Error> {
-    let head = response_head(&reply);
+    let mut head = response_head(&reply);
+    // Serving HTTP/3 too, the server says so, as over HTTP/1.1.
+    if let Some(alt_svc) = shared.alt_svc.get() {
+        head.headers_mut().insert(ALT_SVC, alt_svc.clone());
+    }
     let has_body = reply.sends_body(head_only) && reply.body.len() > 0;
     shared.pause.hold().await;
     let mut stream = respond.send_response(head, !has_body)?;

@@ -1,6 +1,7 @@
 //! HTTP/3 for the embedded target server (`volley serve --tls --http3`):
 //! QUIC on the UDP port of the same number as the TCP listener's, with the
-//! same certificate, answering through the same endpoints.
+//! same certificate, answering through the same endpoints (the TCP
+//! listener's responses advertise it in `Alt-Svc`).
 //!
 //! quinn runs QUIC and the `h3` crate HTTP/3 (this is the test target, not
 //! the load generator, so well-kept crates do it all). Each connection is

@@ -82,7 +82,8 @@ pub struct ServerOptions {
     /// clients elsewhere can trust it. Needs `tls`.
     pub cert_out: Option<PathBuf>,
     /// Serve HTTP/3 as well, on the UDP port of the same number, with the
-    /// same certificate. Needs `tls`.
+    /// same certificate; the HTTP/1.1 and HTTP/2 responses then advertise
+    /// it (`Alt-Svc: h3=":PORT"`). Needs `tls`.
     pub http3: bool,
     /// Keep a log of the requests answered, in arrival order (see
     /// [`ServerHandle::requests`]); off by default, as it costs a lock per
@@ -152,6 +153,9 @@ struct Shared {
     limit: Option<Arc<Semaphore>>,
     /// The requests answered, when [`ServerOptions::log_requests`] asks.
     log: Option<RequestLog>,
+    /// `h3=":PORT"`, once the server also listens for HTTP/3: its
+    /// HTTP/1.1 and HTTP/2 responses carry it as `Alt-Svc`.
+    alt_svc: std::sync::OnceLock<http::HeaderValue>,
 }
 
 impl Shared {
@@ -324,7 +328,7 @@ pub fn spawn(opts: ServerOptions) -> io::Result<ServerHandle> {
                 let (listener, quic) = {
                     let _context = runtime.enter();
                     let listener = bind(opts.addr)?;
-                    let quic = bind_quic(&opts, tls.as_ref(), listener.local_addr()?)?;
+                    let quic = bind_quic(&opts, &shared, tls.as_ref(), listener.local_addr()?)?;
                     (listener, quic)
                 };
                 let addr = listener.local_addr()?;
@@ -397,7 +401,7 @@ pub fn serve_forever(opts: ServerOptions) -> io::Result<()> {
     let (listener, quic) = {
         let _context = runtime.enter();
         let listener = bind(opts.addr)?;
-        let quic = bind_quic(&opts, tls.as_ref(), listener.local_addr()?)?;
+        let quic = bind_quic(&opts, &shared, tls.as_ref(), listener.local_addr()?)?;
         (listener, quic)
     };
     let addr = listener.local_addr()?;
@@ -479,10 +483,11 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(BACKLOG).map_err(named)
 }
 
-/// With `opts.http3`, a QUIC endpoint on the UDP port `tcp` has. Needs a
-/// runtime context.
+/// With `opts.http3`, a QUIC endpoint on the UDP port `tcp` has, which
+/// the TCP responses then advertise (`Alt-Svc`). Needs a runtime context.
 fn bind_quic(
     opts: &ServerOptions,
+    shared: &Shared,
     tls: Option<&Tls>,
     tcp: SocketAddr,
 ) -> io::Result<Option<quinn::Endpoint>> {
@@ -493,14 +498,17 @@ fn bind_quic(
         |e: io::Error| io::Error::new(e.kind(), format!("cannot listen for HTTP/3 on UDP {tcp}: {e}"));
     let socket = std::net::UdpSocket::bind(tcp).map_err(named)?;
     let runtime = quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?;
-    quinn::Endpoint::new(
+    let endpoint = quinn::Endpoint::new(
         h3::endpoint_config(tcp),
         Some(h3::server_config(tls)?),
         socket,
         runtime,
     )
-    .map(Some)
-    .map_err(named)
+    .map_err(named)?;
+    let advert = http::HeaderValue::from_str(&format!("h3=\":{}\"", tcp.port()))
+        .expect("a port makes a valid field value");
+    let _ = shared.alt_svc.set(advert);
+    Ok(Some(endpoint))
 }
 
 async fn serve(

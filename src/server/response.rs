@@ -46,21 +46,28 @@ pub(super) fn write_head(
     content_length: u64,
     persistence: Persistence,
 ) {
-    write_head_with::<&[u8]>(out, status, content_type, &[], content_length, persistence);
+    write_head_with::<&[u8]>(out, status, content_type, &[], None, content_length, persistence);
 }
 
 /// [`write_head`] with header fields of the endpoint's own (`Set-Cookie`,
-/// `Allow`: name, then value) added after the body's headers.
+/// `Allow`: name, then value) added after the body's headers, and the
+/// server's `Alt-Svc` value, when it serves HTTP/3, after `Server`.
 pub(super) fn write_head_with<V: AsRef<[u8]>>(
     out: &mut Vec<u8>,
     status: u16,
     content_type: Option<&[u8]>,
     fields: &[(&'static str, V)],
+    alt_svc: Option<&[u8]>,
     content_length: u64,
     persistence: Persistence,
 ) {
     // Writing into a Vec cannot fail.
     let _ = write!(out, "HTTP/1.1 {status} {}\r\nServer: volley\r\n", reason(status));
+    if let Some(alt_svc) = alt_svc {
+        out.extend_from_slice(b"Alt-Svc: ");
+        out.extend_from_slice(alt_svc);
+        out.extend_from_slice(b"\r\n");
+    }
     if !is_bodiless(status) {
         if let Some(content_type) = content_type {
             out.extend_from_slice(b"Content-Type: ");
@@ -220,11 +227,25 @@ mod tests {
     fn extra_fields_follow_the_body_headers() {
         let mut out = Vec::new();
         let fields: [(&str, &[u8]); 2] = [("Allow", b"GET, HEAD"), ("X-Bad", b"a\r\nSet-Cookie: x=y")];
-        write_head_with(&mut out, 405, None, &fields, 2, Persistence::Close);
+        write_head_with(&mut out, 405, None, &fields, None, 2, Persistence::Close);
         assert_eq!(
             out,
             b"HTTP/1.1 405 Method Not Allowed\r\nServer: volley\r\nContent-Length: 2\r\n\
               Allow: GET, HEAD\r\nConnection: close\r\n\r\n"
+        );
+        out.clear();
+        write_head_with::<&[u8]>(
+            &mut out,
+            204,
+            None,
+            &[],
+            Some(b"h3=\":8443\""),
+            0,
+            Persistence::KeepAlive,
+        );
+        assert_eq!(
+            out,
+            b"HTTP/1.1 204 No Content\r\nServer: volley\r\nAlt-Svc: h3=\":8443\"\r\n\r\n"
         );
     }
 

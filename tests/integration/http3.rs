@@ -6,10 +6,11 @@
 use super::support::{
     exclusive, num, schema_violations, stderr, summary, volley, volley_json, wait_for_stats,
 };
+use serde_json::Value;
 use std::time::{Duration, Instant};
 use volley::server::{ServerHandle, ServerOptions, spawn};
 
-fn h3_target() -> ServerHandle {
+pub(super) fn h3_target() -> ServerHandle {
     spawn(ServerOptions {
         addr: "127.0.0.1:0".parse().unwrap(),
         tls: true,
@@ -19,33 +20,43 @@ fn h3_target() -> ServerHandle {
     .expect("embedded HTTP/3 target starts")
 }
 
-fn h3_url(server: &ServerHandle, path: &str) -> String {
+pub(super) fn h3_url(server: &ServerHandle, path: &str) -> String {
     format!("https://{}{path}", server.addr())
+}
+
+/// Runs volley (`args`: the command and its flags, `--http3` among them)
+/// and checks what every successful HTTP/3 invocation holds: it exited 0,
+/// its report is valid, and each of its runs spoke `h3`. Returns the report.
+pub(super) fn h3_ok(args: &[&str]) -> Value {
+    let (out, report) = volley_json(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let problems = schema_violations(&report);
+    assert!(problems.is_empty(), "{problems:?}");
+    let protocols: Vec<&Value> = report["runs"]
+        .as_array()
+        .expect("a report has runs")
+        .iter()
+        .map(|run| &run["protocol"])
+        .collect();
+    assert!(
+        !protocols.is_empty() && protocols.iter().all(|p| *p == "h3"),
+        "{protocols:?}"
+    );
+    report
+}
+
+/// `volley run --http3 --insecure -q` with `args` (the URL among them),
+/// checked by [`h3_ok`].
+pub(super) fn h3_run(args: &[&str]) -> Value {
+    let mut all = vec!["run", "--http3", "--insecure", "-q"];
+    all.extend_from_slice(args);
+    h3_ok(&all)
 }
 
 #[test]
 fn requests_over_many_streams_are_counted_exactly() {
     let server = h3_target();
-    let (out, report) = volley_json(&[
-        "run",
-        "--http3",
-        "--insecure",
-        "-n",
-        "3000",
-        "-c",
-        "3",
-        "--streams",
-        "8",
-        "-q",
-        &h3_url(&server, "/hi"),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(report["runs"][0]["protocol"], "h3");
-    assert!(
-        schema_violations(&report).is_empty(),
-        "{:?}",
-        schema_violations(&report)
-    );
+    let report = h3_run(&["-n", "3000", "-c", "3", "--streams", "8", &h3_url(&server, "/hi")]);
     let s = summary(&report);
     assert_eq!(num(&s["ok"]), 3000.0, "{s}");
     assert_eq!(num(&s["errors"]), 0.0);
@@ -63,10 +74,7 @@ fn requests_over_many_streams_are_counted_exactly() {
 #[test]
 fn lanes_beyond_the_servers_stream_limit_wait_for_room() {
     let server = h3_target();
-    let (out, report) = volley_json(&[
-        "run",
-        "--http3",
-        "--insecure",
+    let report = h3_run(&[
         "-n",
         "3000",
         "-c",
@@ -75,10 +83,8 @@ fn lanes_beyond_the_servers_stream_limit_wait_for_room() {
         "300",
         "--timeout",
         "10s",
-        "-q",
         &h3_url(&server, "/sleep/2"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
     let s = summary(&report);
     assert_eq!(num(&s["ok"]), 3000.0, "{s}");
     assert_eq!(
@@ -93,10 +99,7 @@ fn a_large_upload_and_large_responses_arrive_whole() {
     let dir = tempfile::tempdir().unwrap();
     let body = dir.path().join("body.bin");
     std::fs::write(&body, vec![b'v'; 1024 * 1024]).unwrap();
-    let (out, report) = volley_json(&[
-        "run",
-        "--http3",
-        "--insecure",
+    let report = h3_run(&[
         "-m",
         "POST",
         "--body-file",
@@ -105,29 +108,22 @@ fn a_large_upload_and_large_responses_arrive_whole() {
         "20",
         "-c",
         "2",
-        "-q",
         &h3_url(&server, "/echo"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
     let s = summary(&report);
     assert_eq!(num(&s["ok"]), 20.0, "{s}");
     // Every echo came back whole: a megabyte each, plus framing.
     let received = num(&s["bytes"]);
     assert!(received >= 20.0 * 1024.0 * 1024.0, "{received} bytes");
-    let (out, report) = volley_json(&[
-        "run",
-        "--http3",
-        "--insecure",
+    let report = h3_run(&[
         "-n",
         "200",
         "-c",
         "2",
         "--streams",
         "4",
-        "-q",
         &h3_url(&server, "/bytes/100000"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
     let s = summary(&report);
     assert_eq!(num(&s["ok"]), 200.0, "{s}");
     assert!(num(&s["bytes"]) >= 200.0 * 100_000.0, "{s}");
@@ -137,10 +133,7 @@ fn a_large_upload_and_large_responses_arrive_whole() {
 fn the_open_model_runs_over_http3() {
     let _alone = exclusive();
     let server = h3_target();
-    let (out, report) = volley_json(&[
-        "run",
-        "--http3",
-        "--insecure",
+    let report = h3_run(&[
         "-R",
         "500",
         "-d",
@@ -149,10 +142,8 @@ fn the_open_model_runs_over_http3() {
         "2",
         "--streams",
         "4",
-        "-q",
         &h3_url(&server, "/hi"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
     let s = summary(&report);
     assert_eq!(num(&s["errors"]), 0.0, "{s}");
     let ok = num(&s["ok"]);
@@ -162,7 +153,7 @@ fn the_open_model_runs_over_http3() {
 #[test]
 fn a_plan_and_step_run_over_http3() {
     let server = h3_target();
-    let (out, report) = volley_json(&[
+    let report = h3_ok(&[
         "plan",
         "examples/plans/login-and-browse.yml",
         "--base",
@@ -173,13 +164,11 @@ fn a_plan_and_step_run_over_http3() {
         "2",
         "-q",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(report["runs"][0]["protocol"], "h3");
     let s = summary(&report);
     // Its cookies, captured values and asserts all held.
     assert_eq!(num(&s["errors"]), 0.0, "{s}");
     assert!(num(&s["ok"]) > 50.0, "{s}");
-    let (out, report) = volley_json(&[
+    let report = h3_ok(&[
         "step",
         "--http3",
         "--insecure",
@@ -189,13 +178,9 @@ fn a_plan_and_step_run_over_http3() {
         "400ms",
         &h3_url(&server, "/hi"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
     let runs = report["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
-    assert!(
-        runs.iter()
-            .all(|r| r["protocol"] == "h3" && num(&r["summary"]["ok"]) > 50.0)
-    );
+    assert!(runs.iter().all(|r| num(&r["summary"]["ok"]) > 50.0));
 }
 
 #[test]

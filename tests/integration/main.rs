@@ -13,6 +13,7 @@ mod hostile_h2;
 mod html;
 mod http2;
 mod http3;
+mod http3_parity;
 mod import;
 mod import_browser;
 mod io;

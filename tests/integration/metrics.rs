@@ -277,11 +277,31 @@ fn a_receiver_that_never_answers_does_not_hold_the_run() {
 }
 
 /// `name{labels} value` lines of an exposition whose name is `metric`.
-fn samples(text: &str, metric: &str) -> Vec<f64> {
+pub(super) fn samples(text: &str, metric: &str) -> Vec<f64> {
     text.lines()
         .filter(|l| l.starts_with(&format!("{metric}{{")))
         .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse().ok()))
         .collect()
+}
+
+/// Scrapes `/metrics` at `addr` every 300 ms while `child` (a volley run
+/// serving it) runs, for at most 20 s; returns the pages that held the
+/// run's counts (the first intervals may not have them yet), once the
+/// child has ended, successfully.
+pub(super) fn scrape_while_running(child: &mut std::process::Child, addr: SocketAddr) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut pages = Vec::new();
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        if let Some((200, text)) = http_get(addr, "/metrics")
+            && !samples(&text, "volley_requests_total").is_empty()
+            && !samples(&text, "volley_request_duration_seconds_count").is_empty()
+        {
+            pages.push(text);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(child.wait().unwrap().success());
+    pages
 }
 
 #[test]
@@ -315,28 +335,21 @@ fn the_scrape_endpoint_serves_growing_counts_during_the_run() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen: Vec<(f64, f64)> = Vec::new();
     let (mut connections, mut in_flight) = (Vec::new(), Vec::new());
-    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-        if let Some((200, text)) = http_get(addr, "/metrics") {
-            let requests = samples(&text, "volley_requests_total");
-            let counts = samples(&text, "volley_request_duration_seconds_count");
-            if let (Some(r), Some(c)) = (requests.first(), counts.first()) {
-                assert!(text.contains("run=\"scrape\""), "{text}");
-                assert!(
-                    text.contains("# TYPE volley_request_duration_seconds histogram"),
-                    "{text}"
-                );
-                seen.push((*r, *c));
-                connections.extend(samples(&text, "volley_open_connections"));
-                in_flight.extend(samples(&text, "volley_requests_in_flight"));
-            }
-        }
-        std::thread::sleep(Duration::from_millis(300));
+    for text in scrape_while_running(&mut child, addr) {
+        assert!(text.contains("run=\"scrape\""), "{text}");
+        assert!(
+            text.contains("# TYPE volley_request_duration_seconds histogram"),
+            "{text}"
+        );
+        seen.push((
+            samples(&text, "volley_requests_total")[0],
+            samples(&text, "volley_request_duration_seconds_count")[0],
+        ));
+        connections.extend(samples(&text, "volley_open_connections"));
+        in_flight.extend(samples(&text, "volley_requests_in_flight"));
     }
-    let status = child.wait().unwrap();
-    assert!(status.success());
     let report = read_report(&path);
     let total = num(&summary(&report)["requests"]);
     assert!(seen.len() >= 2, "scraped {seen:?}");

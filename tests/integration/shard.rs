@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 /// Starts one volley process per shard with the same flags, waits for all
 /// (each bounded by its -n or -d), and returns their report paths.
-fn run_shards(dir: &Path, count: u32, args: &[&str]) -> Vec<PathBuf> {
+pub(super) fn run_shards(dir: &Path, count: u32, args: &[&str]) -> Vec<PathBuf> {
     let mut children = Vec::new();
     let mut paths = Vec::new();
     for index in 0..count {
@@ -36,7 +36,7 @@ fn run_shards(dir: &Path, count: u32, args: &[&str]) -> Vec<PathBuf> {
     paths
 }
 
-fn merge(paths: &[PathBuf], extra: &[&str]) -> std::process::Output {
+pub(super) fn merge(paths: &[PathBuf], extra: &[&str]) -> std::process::Output {
     let mut args: Vec<&str> = vec!["merge"];
     args.extend(paths.iter().map(|p| p.to_str().unwrap()));
     args.extend(extra);

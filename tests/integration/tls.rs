@@ -15,25 +15,25 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(super) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// A test CA, its certificate written to `ca.pem` in a temporary folder
 /// that lives as long as it does.
-struct Pki {
+pub(super) struct Pki {
     dir: tempfile::TempDir,
     ca: CertifiedIssuer<'static, KeyPair>,
 }
 
 /// A certificate the CA issued, with its key.
-struct Leaf {
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
+pub(super) struct Leaf {
+    pub(super) chain: Vec<CertificateDer<'static>>,
+    pub(super) key: PrivateKeyDer<'static>,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(super) fn new() -> Pki {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
@@ -42,18 +42,18 @@ impl Pki {
         Pki { dir, ca }
     }
 
-    fn path(&self, name: &str) -> String {
+    pub(super) fn path(&self, name: &str) -> String {
         self.dir.path().join(name).to_str().unwrap().to_string()
     }
 
     /// The CA certificate's file, for `--cacert`.
-    fn ca_file(&self) -> String {
+    pub(super) fn ca_file(&self) -> String {
         self.path("ca.pem")
     }
 
     /// Issues a certificate for `names`; with `file`, also writes it and
     /// its key as `file.pem` and `file.key` (PKCS#8).
-    fn issue(&self, names: &[&str], usage: ExtendedKeyUsagePurpose, file: Option<&str>) -> Leaf {
+    pub(super) fn issue(&self, names: &[&str], usage: ExtendedKeyUsagePurpose, file: Option<&str>) -> Leaf {
         let mut params =
             CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
         params.extended_key_usages = vec![usage];
@@ -70,12 +70,12 @@ impl Pki {
     }
 
     /// A server certificate for `names`.
-    fn server_leaf(&self, names: &[&str]) -> Leaf {
+    pub(super) fn server_leaf(&self, names: &[&str]) -> Leaf {
         self.issue(names, ExtendedKeyUsagePurpose::ServerAuth, None)
     }
 
     /// A server config that requires a client certificate from this CA.
-    fn requiring_client_certs(&self, leaf: Leaf) -> rustls::ServerConfig {
+    pub(super) fn requiring_client_certs(&self, leaf: Leaf) -> rustls::ServerConfig {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca.der().clone()).unwrap();
         let verifier =
@@ -92,7 +92,7 @@ impl Pki {
 }
 
 /// A server config presenting `leaf`, asking no client certificate.
-fn server_config(leaf: Leaf) -> rustls::ServerConfig {
+pub(super) fn server_config(leaf: Leaf) -> rustls::ServerConfig {
     rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .unwrap()
@@ -130,19 +130,38 @@ fn self_signed_ca() -> Leaf {
 }
 
 /// A running test server: its address and how many connections it accepted.
-struct Server {
+pub(super) struct Server {
     addr: SocketAddr,
     accepted: Arc<AtomicU64>,
 }
 
 impl Server {
-    fn port(&self) -> u16 {
+    pub(super) fn port(&self) -> u16 {
         self.addr.port()
     }
 
-    fn accepted(&self) -> u64 {
+    pub(super) fn accepted(&self) -> u64 {
         self.accepted.load(Ordering::SeqCst)
     }
+}
+
+/// Runs a test server at `addr` on a runtime of its own thread: `serve`,
+/// given the counter of accepted connections. It lives until the test ends.
+pub(super) fn serve_on_thread<F, S>(addr: SocketAddr, serve: S) -> Server
+where
+    S: FnOnce(Arc<AtomicU64>) -> F + Send + 'static,
+    F: Future<Output = ()>,
+{
+    let accepted = Arc::new(AtomicU64::new(0));
+    let counter = accepted.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(serve(counter));
+    });
+    Server { addr, accepted }
 }
 
 /// Starts a TLS server on its own thread; it lives until the test ends.
@@ -151,52 +170,43 @@ fn serve(config: rustls::ServerConfig) -> Server {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicU64::new(0));
-    let counter = accepted.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let (tcp, _) = listener.accept().await.unwrap();
-                counter.fetch_add(1, Ordering::SeqCst);
-                // Else Nagle holds a response behind the unacknowledged
-                // session tickets until the client's delayed ACK (40 ms).
-                let _ = tcp.set_nodelay(true);
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+    serve_on_thread(addr, move |counter| async move {
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::SeqCst);
+            // Else Nagle holds a response behind the unacknowledged
+            // session tickets until the client's delayed ACK (40 ms).
+            let _ = tcp.set_nodelay(true);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Ok(n) = tls.read(&mut chunk).await else { return };
+                    if n == 0 {
                         return;
-                    };
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    loop {
-                        let Ok(n) = tls.read(&mut chunk).await else { return };
-                        if n == 0 {
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    // Answer each complete request head (no bodies are sent here).
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let close = String::from_utf8_lossy(&buf[..end])
+                            .to_ascii_lowercase()
+                            .contains("connection: close");
+                        buf.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if tls.write_all(reply).await.is_err() || close {
+                            let _ = tls.shutdown().await;
                             return;
                         }
-                        buf.extend_from_slice(&chunk[..n]);
-                        // Answer each complete request head (no bodies are sent here).
-                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let close = String::from_utf8_lossy(&buf[..end])
-                                .to_ascii_lowercase()
-                                .contains("connection: close");
-                            buf.drain(..end + 4);
-                            let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-                            if tls.write_all(reply).await.is_err() || close {
-                                let _ = tls.shutdown().await;
-                                return;
-                            }
-                        }
                     }
-                });
-            }
-        });
-    });
-    Server { addr, accepted }
+                }
+            });
+        }
+    })
 }
 
 /// `volley run -n requests` with a short timeout and `args`, its JSON
@@ -209,7 +219,7 @@ fn run(requests: u64, args: &[&str]) -> (std::process::Output, Value) {
 }
 
 /// A run in which every request succeeded; its report.
-fn all_ok(requests: u64, args: &[&str]) -> Value {
+pub(super) fn all_ok(requests: u64, args: &[&str]) -> Value {
     let (out, report) = run(requests, args);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(summary(&report)["ok"], requests, "{}", summary(&report));
@@ -217,7 +227,7 @@ fn all_ok(requests: u64, args: &[&str]) -> Value {
 }
 
 /// A run in which every request failed as `tls`; the example message.
-fn all_tls_errors(requests: u64, args: &[&str]) -> String {
+pub(super) fn all_tls_errors(requests: u64, args: &[&str]) -> String {
     let (out, report) = run(requests, args);
     let s = summary(&report);
     assert_eq!(s["errors_by_kind"]["tls"], requests, "{s}");

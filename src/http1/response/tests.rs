@@ -45,7 +45,8 @@ fn content_length_split_across_reads() {
         ResponseHead {
             status: 200,
             bytes: 43,
-            close: false
+            close: false,
+            h3_offer: None,
         }
     );
 }
@@ -187,4 +188,13 @@ fn errors_have_the_right_kind() {
     )
     .unwrap_err();
     assert_eq!(empty_size.kind, ErrorKind::Protocol);
+}
+
+#[test]
+fn an_alt_svc_that_offers_http3_is_noted() {
+    let offered =
+        b"HTTP/1.1 200 OK\r\nalt-svc: h3-29=\":1\", h3=\":8443\"; ma=86400\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(read(&[offered], false).unwrap().h3_offer, Some(8443));
+    let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(read(&[plain], false).unwrap().h3_offer, None);
 }

@@ -230,11 +230,24 @@ impl Machine {
         // Set-Cookie is kept from every response a plan reads, the rest only
         // for captured ones; neither when nobody captures.
         let wanted = capture.is_some();
+        // The connection's first response is decoded whole, once, for an
+        // `Alt-Svc` that offers HTTP/3 (`-v` notes it).
+        let look = !self.alt_svc_looked && lane.is_some();
+        self.alt_svc_looked |= look;
+        let mut h3_offer = None;
         // The header list size (RFC 9113 section 6.5.2) of what is kept; a
         // server past the limit volley advertised is not copied further.
         let mut listed = 0usize;
         self.decoder
-            .decode(block, wanted, |name, value| {
+            .decode(block, wanted || look, |name, value| {
+                if look && name == b"alt-svc" {
+                    h3_offer = h3_offer.or_else(|| crate::response::h3_offer(value));
+                }
+                // Only what is kept counts, as when only `:status` is
+                // decoded.
+                if !wanted && name != b":status" {
+                    return;
+                }
                 listed += name.len() + value.len() + 32;
                 if listed > MAX_HEADER_LIST {
                     return;
@@ -260,6 +273,7 @@ impl Machine {
         }
         let Some(lane) = lane else { return Ok(()) };
         let state = &mut self.lanes[lane];
+        state.h3_offer = state.h3_offer.or(h3_offer);
         match status {
             // RFC 9113 section 8.6: HTTP/2 has no 101 (Switching Protocols).
             Some(101) => {

@@ -81,7 +81,9 @@ impl Metric {
             }
             Metric::TargetRss => "Resident memory of the watched target process.",
             Metric::TargetCpu => "CPU use of the watched target process, in cores.",
-            Metric::OpenConnections => "Established connections from volley to the target (Linux).",
+            Metric::OpenConnections => {
+                "Established connections from volley to the target, TCP or QUIC (Linux)."
+            }
             Metric::InFlight => "Requests sent and not yet answered (open model).",
         }
     }

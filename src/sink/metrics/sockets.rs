@@ -1,7 +1,8 @@
 //! How many connections volley has open to the target, asked of the
 //! kernel once per interval (Linux): each of the process's sockets
 //! (`/proc/self/fd`) is checked for an established TCP connection
-//! (`TCP_INFO`) whose peer (`getpeername`) is one of the target's addresses.
+//! (`TCP_INFO`) or a connected UDP socket (each QUIC connection has one of
+//! its own) whose peer (`getpeername`) is one of the target's addresses.
 //!
 //! Asked from outside the engine so that counting costs the engine nothing:
 //! its workers keep no shared count of their connections, by design. Only
@@ -43,28 +44,48 @@ fn from_storage(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-/// The peer of an established TCP connection on `fd`, if it is one.
+/// Reads the socket option `name` at `level` of `fd` into `value`; false
+/// where the kernel refuses (a descriptor of another kind, or one closed
+/// meanwhile).
+///
+/// # Safety
+///
+/// `T` is the plain data the option fills (an int, `tcp_info`): any bytes
+/// the kernel writes are a valid `T`.
+#[cfg(target_os = "linux")]
+unsafe fn socket_option<T: Copy>(fd: i32, level: i32, name: i32, value: &mut T) -> bool {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: a read-only query on a descriptor this process holds; the
+    // kernel writes at most `len` bytes, the size of `value`, which the
+    // caller vouches any bytes are valid for.
+    unsafe { libc::getsockopt(fd, level, name, (value as *mut T).cast(), &mut len) == 0 }
+}
+
+/// The peer of `fd` when it is a connection: an established TCP
+/// connection, or a UDP socket connected to a peer (an HTTP/3 run's QUIC
+/// connection; volley connects no other UDP socket).
 #[cfg(target_os = "linux")]
 fn established_peer(fd: i32) -> Option<SocketAddr> {
-    // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: a read-only query on a descriptor this process holds; a
-    // descriptor that is not a TCP socket (or was closed meanwhile) fails.
-    let got = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    // TCP_ESTABLISHED is 1 in the kernel's TCP state numbering.
-    if got != 0 || info.tcpi_state != 1 {
+    let mut kind: libc::c_int = 0;
+    // SAFETY: SO_TYPE fills an int.
+    let connected = unsafe { socket_option(fd, libc::SOL_SOCKET, libc::SO_TYPE, &mut kind) }
+        && match kind {
+            libc::SOCK_STREAM => {
+                // SAFETY: tcp_info is plain data, for which zeroes are valid.
+                let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+                // SAFETY: TCP_INFO fills a tcp_info, plain data.
+                let got = unsafe { socket_option(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info) };
+                // TCP_ESTABLISHED is 1 in the kernel's TCP state numbering.
+                got && info.tcpi_state == 1
+            }
+            // Only a connected one has a peer, asked below.
+            libc::SOCK_DGRAM => true,
+            _ => false,
+        };
+    if !connected {
         return None;
     }
-    // SAFETY: as above, plain data filled by the kernel up to `len`.
+    // SAFETY: plain data, filled by the kernel up to `len`.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: a read-only query on a descriptor this process holds.
@@ -126,5 +147,18 @@ mod tests {
         assert_eq!(n, 1);
         let mapped: SocketAddr = format!("[::ffff:127.0.0.1]:{}", addr.port()).parse().unwrap();
         assert_eq!(open_connections(&[mapped]), Some(1));
+    }
+
+    #[test]
+    fn connected_udp_sockets_count_as_quic_connections() {
+        let target = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = target.local_addr().unwrap();
+        let quic = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        quic.connect(addr).unwrap();
+        // Unconnected: it has no peer, whatever it sends where.
+        let _unconnected = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(matches!(open_connections(&[addr]), Some(1) | None));
+        drop(quic);
+        assert!(matches!(open_connections(&[addr]), Some(0) | None));
     }
 }
