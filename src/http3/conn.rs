@@ -527,8 +527,10 @@ impl Inner {
         };
         let mut stream = self.quic.send_stream(id);
         while state.sent < request.stream_len() {
-            match stream.write(request.from(state.sent)) {
-                Ok(n) => state.sent += n,
+            // The request's own bytes, referenced: `write` would copy them
+            // into an allocation per stream.
+            match stream.write_chunks(&mut [request.from(state.sent)]) {
+                Ok(written) => state.sent += written.bytes,
                 // Flow control: a Writable event wakes the lane for more.
                 Err(WriteError::Blocked) => return,
                 // The server stopped reading (it answered early, or reset
