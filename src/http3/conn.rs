@@ -110,6 +110,13 @@ struct Inner {
     unsent: Option<quinn_proto::Transmit>,
     send_buf: Vec<u8>,
     recv_buf: Box<[u8]>,
+    /// What quinn-proto is handed of each received batch: one buffer the
+    /// datagrams are split off, reclaimed whole once quinn-proto has
+    /// dropped them (it keeps stream data only until the stream is read).
+    /// A `BytesMut` of its own per datagram would be two allocations per
+    /// datagram: its copy, and the shared header quinn-proto's first
+    /// split of it makes.
+    datagrams: BytesMut,
     /// For stateless answers the endpoint would send (a client has none
     /// to send, but the call needs the room).
     spare: Vec<u8>,
@@ -239,6 +246,7 @@ impl Conn {
                 unsent: None,
                 send_buf: Vec::with_capacity(1500 * max_datagrams),
                 recv_buf: vec![0; RECV_BUFFER].into_boxed_slice(),
+                datagrams: BytesMut::new(),
                 spare: Vec::new(),
                 lanes: (0..lanes).map(|_| LaneState::default()).collect(),
                 control: None,
@@ -519,8 +527,10 @@ impl Inner {
         };
         let mut stream = self.quic.send_stream(id);
         while state.sent < request.stream_len() {
-            match stream.write(request.from(state.sent)) {
-                Ok(n) => state.sent += n,
+            // The request's own bytes, referenced: `write` would copy them
+            // into an allocation per stream.
+            match stream.write_chunks(&mut [request.from(state.sent)]) {
+                Ok(written) => state.sent += written.bytes,
                 // Flow control: a Writable event wakes the lane for more.
                 Err(WriteError::Blocked) => return,
                 // The server stopped reading (it answered early, or reset
@@ -559,11 +569,13 @@ impl Inner {
                     let ecn = meta
                         .ecn
                         .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
-                    let mut start = 0;
-                    while start < meta.len {
-                        let end = (start + stride).min(meta.len);
-                        let data = BytesMut::from(&self.recv_buf[start..end]);
-                        start = end;
+                    // Room after the last batches, or the buffer taken
+                    // back when nothing of them is held any more (a new
+                    // one only when something is).
+                    self.datagrams.reserve(meta.len);
+                    self.datagrams.extend_from_slice(&self.recv_buf[..meta.len]);
+                    while !self.datagrams.is_empty() {
+                        let data = self.datagrams.split_to(stride.min(self.datagrams.len()));
                         if let Some(DatagramEvent::ConnectionEvent(_, event)) =
                             self.endpoint
                                 .handle(now, meta.addr, meta.dst_ip, ecn, data, &mut self.spare)

@@ -1,5 +1,6 @@
 //! A [`Request`] as HTTP/3 sends it: a HEADERS frame and, with a body, a
-//! DATA frame, both encoded once.
+//! DATA frame, both encoded once and shared by every stream that sends
+//! them.
 //!
 //! The fields are those HTTP/2 would send (the same pseudo-headers, names
 //! lower-cased, connection-specific fields dropped, the same checks); only
@@ -10,18 +11,24 @@ use super::frame;
 use super::qpack;
 use crate::request::Request;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use bytes::{Bytes, BytesMut};
 
 /// A request's frames, ready to write on a new stream.
 #[derive(Clone, Debug, Default)]
 pub struct H3Request {
-    /// The HEADERS frame, header included, then the DATA frame's header
-    /// when there is a body.
-    pub head: Vec<u8>,
-    pub body: Vec<u8>,
+    /// All the bytes the stream carries: the HEADERS frame, then with a
+    /// body the DATA frame. `Bytes`, so that each stream is handed a
+    /// reference to them (quinn-proto keeps what it is given until it is
+    /// acknowledged) rather than a copy of its own.
+    stream: Bytes,
     /// A HEAD request's response has no body.
     pub is_head: bool,
-    /// The field section while it is encoded (kept for its allocation).
+    /// The field section and the frames while they are encoded (kept for
+    /// their allocations; `frames` is taken back once quinn-proto has let
+    /// go of the last request encoded in it).
     block: Vec<u8>,
+    head: Vec<u8>,
+    frames: BytesMut,
 }
 
 impl H3Request {
@@ -61,22 +68,24 @@ impl H3Request {
         if !request.body.is_empty() {
             frame::put_header(&mut self.head, frame::DATA, request.body.len());
         }
-        self.body.clear();
-        self.body.extend_from_slice(request.body);
+        // The last request's bytes are let go of first, so that `frames`
+        // is the only one left holding them when quinn-proto has too.
+        self.stream = Bytes::new();
+        self.frames.clear();
+        self.frames.extend_from_slice(&self.head);
+        self.frames.extend_from_slice(request.body);
+        self.stream = self.frames.split().freeze();
         self.is_head = request.is_head();
         Ok(())
     }
 
-    /// All the bytes the stream carries: head, then body.
+    /// All the bytes the stream carries.
     pub fn stream_len(&self) -> usize {
-        self.head.len() + self.body.len()
+        self.stream.len()
     }
 
-    /// The bytes from `offset` on, up to the end of the part they are in.
-    pub fn from(&self, offset: usize) -> &[u8] {
-        match offset.checked_sub(self.head.len()) {
-            None => &self.head[offset..],
-            Some(in_body) => &self.body[in_body..],
-        }
+    /// The bytes from `offset` on: a reference to them, not a copy.
+    pub fn from(&self, offset: usize) -> Bytes {
+        self.stream.slice(offset..)
     }
 }
