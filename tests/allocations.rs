@@ -211,13 +211,15 @@ fn http3_allocates_only_quinn_protos_stream_state_per_request() {
                 "{protocol:?} {path}: {small} allocations for 2,000 requests, {large} for 20,000: {per_request:.3} per request"
             );
             // A margin for what varies with timing and grows with the
-            // packets in flight, well under one allocation of volley's own
-            // per request, let alone per datagram: nodes of quinn-proto's
-            // B-tree of sent packets (`SentPackets::insert`), and volley's
-            // receive buffer replaced when quinn-proto still holds part of
-            // it (with 4 streams and /bytes/100000, 0.17 per request).
+            // packets in flight: nodes of quinn-proto's B-tree of sent
+            // packets (`SentPackets::insert`), and volley's receive buffer
+            // replaced when quinn-proto still holds part of it (with 4
+            // streams and /bytes/100000, 0.17 per request). Half an
+            // allocation, so a slower machine's timing does not fail it,
+            // while one more allocation of volley's own per request (let
+            // alone per datagram) still does.
             assert!(
-                per_request <= floor + 0.25,
+                per_request <= floor + 0.5,
                 "{protocol:?} {path}: {small} allocations for 2,000 requests, {large} for 20,000: {per_request:.3} per request"
             );
         }
