@@ -161,7 +161,8 @@ pub fn execute(
     output: &Output,
     stop: Arc<AtomicBool>,
 ) -> Result<(Report, Verdict), EngineError> {
-    let peak = plan.load.connections;
+    // The open model may add connections up to --max-connections.
+    let peak = plan.load.max_connections.unwrap_or(plan.load.connections);
     let mut session = Session::start(&mut plan, output, peak)?;
     if let Some(start_at) = plan.start_at {
         session.report.start = Some(wait_for_start(&start_at, &stop)?);
