@@ -85,6 +85,7 @@ impl Session {
         let sinks = Sinks::start(&spec, plan).map_err(|e| EngineError::Sink(e.into()))?;
         // Each connection is a descriptor; leave room for the rest of the process.
         crate::sys::ensure_open_files(peak_connections as u64 + 64)?;
+        crate::sys::reserve_descriptors(peak_connections as u64 + 64);
         let report = Report::new(plan.clone(), SystemTime::now());
         Ok(Session {
             spawned,
