@@ -102,11 +102,11 @@ impl Decoder {
                 let mut new = self.spare.pop().unwrap_or_default();
                 new.name.clear();
                 if index == 0 {
-                    string(block, &mut pos, Some(&mut new.name))?;
+                    string(block, &mut pos, 7, Some(&mut new.name))?;
                 } else {
                     new.name.extend_from_slice(self.entry(index)?.0);
                 }
-                let (huffman, bytes) = raw_string(block, &mut pos)?;
+                let (huffman, bytes) = raw_string(block, &mut pos, 7)?;
                 new.encoded.clear();
                 new.encoded.push(huffman as u8);
                 new.encoded.extend_from_slice(bytes);
@@ -136,16 +136,16 @@ impl Decoder {
                 // Literal without indexing, or never indexed.
                 let index = integer(block, &mut pos, 4)?;
                 let field_name: &[u8] = if index == 0 {
-                    string(block, &mut pos, Some(name))?;
+                    string(block, &mut pos, 7, Some(name))?;
                     name
                 } else {
                     self.entry(index)?.0
                 };
                 if all || field_name == STATUS {
-                    string(block, &mut pos, Some(value))?;
+                    string(block, &mut pos, 7, Some(value))?;
                     field(field_name, value);
                 } else {
-                    string(block, &mut pos, None)?;
+                    string(block, &mut pos, 7, None)?;
                 }
             }
         }
@@ -200,8 +200,9 @@ fn truncated() -> HpackError {
     HpackError("header block truncated")
 }
 
-/// An integer with an N-bit prefix (5.1).
-fn integer(block: &[u8], pos: &mut usize, prefix: u32) -> Result<usize, HpackError> {
+/// An integer with an N-bit prefix (5.1). QPACK's integers are the same
+/// (RFC 9204, 4.1.1), so its decoder reads them here too.
+pub(crate) fn integer(block: &[u8], pos: &mut usize, prefix: u32) -> Result<usize, HpackError> {
     let max = (1usize << prefix) - 1;
     let mut value = (*block.get(*pos).ok_or_else(truncated)? as usize) & max;
     *pos += 1;
@@ -224,11 +225,18 @@ fn integer(block: &[u8], pos: &mut usize, prefix: u32) -> Result<usize, HpackErr
 }
 
 /// A string literal (5.2) as encoded: whether it is Huffman-coded, and its
-/// bytes.
-fn raw_string<'b>(block: &'b [u8], pos: &mut usize) -> Result<(bool, &'b [u8]), HpackError> {
-    let huffman = block.get(*pos).ok_or_else(truncated)? & 0x80 != 0;
-    let len = integer(block, pos, 7)?;
-    let bytes = block.get(*pos..*pos + len).ok_or_else(truncated)?;
+/// bytes. Its length has a `prefix`-bit prefix and the Huffman flag is the
+/// bit just above: 7 in HPACK, also 3 in QPACK's literal names.
+pub(crate) fn raw_string<'b>(
+    block: &'b [u8],
+    pos: &mut usize,
+    prefix: u32,
+) -> Result<(bool, &'b [u8]), HpackError> {
+    let huffman = block.get(*pos).ok_or_else(truncated)? & (1 << prefix) != 0;
+    let len = integer(block, pos, prefix)?;
+    let bytes = block
+        .get(*pos..(*pos).saturating_add(len))
+        .ok_or_else(truncated)?;
     *pos += len;
     Ok((huffman, bytes))
 }
@@ -243,9 +251,15 @@ fn decode_string(huffman: bool, bytes: &[u8], out: &mut Vec<u8>) -> Result<(), H
     }
 }
 
-/// A string literal, decoded into `out`, or skipped when `None`.
-fn string(block: &[u8], pos: &mut usize, out: Option<&mut Vec<u8>>) -> Result<(), HpackError> {
-    let (huffman, bytes) = raw_string(block, pos)?;
+/// A string literal with a `prefix`-bit length (see [`raw_string`]),
+/// decoded into `out` (cleared first), or skipped when `None`.
+pub(crate) fn string(
+    block: &[u8],
+    pos: &mut usize,
+    prefix: u32,
+    out: Option<&mut Vec<u8>>,
+) -> Result<(), HpackError> {
+    let (huffman, bytes) = raw_string(block, pos, prefix)?;
     if let Some(out) = out {
         out.clear();
         decode_string(huffman, bytes, out)?;

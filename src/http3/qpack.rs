@@ -9,12 +9,21 @@
 //! Encoding needs no dynamic table either: the request is encoded once
 //! before the run and sent as is on every stream.
 
+use crate::http2::hpack::{self, HpackError};
 use crate::http2::integer;
 
 /// Why a field section could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("QPACK: {0}")]
 pub struct QpackError(pub &'static str);
+
+/// QPACK's integers and string literals are HPACK's (RFC 9204, 4.1.1), and
+/// so are their errors.
+impl From<HpackError> for QpackError {
+    fn from(err: HpackError) -> QpackError {
+        QpackError(err.0)
+    }
+}
 
 /// RFC 9204 appendix A.
 const STATIC_TABLE: [(&[u8], &[u8]); 99] = [
@@ -165,60 +174,6 @@ pub fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(value);
 }
 
-fn truncated() -> QpackError {
-    QpackError("field section cut short")
-}
-
-/// Reads a prefixed integer at `*pos` with a `prefix`-bit prefix.
-fn read_integer(block: &[u8], pos: &mut usize, prefix: u32) -> Result<usize, QpackError> {
-    let max = (1usize << prefix) - 1;
-    let first = *block.get(*pos).ok_or_else(truncated)? as usize & max;
-    *pos += 1;
-    if first < max {
-        return Ok(first);
-    }
-    let mut value = max;
-    let mut shift = 0;
-    loop {
-        let b = *block.get(*pos).ok_or_else(truncated)?;
-        *pos += 1;
-        if shift > 56 {
-            return Err(QpackError("integer too large"));
-        }
-        value += ((b & 0x7f) as usize) << shift;
-        shift += 7;
-        if b & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-}
-
-/// A string literal whose length has a `prefix`-bit prefix and whose
-/// Huffman flag is the bit just above it: decoded into `out` (cleared
-/// first) when given, else skipped.
-fn read_string(
-    block: &[u8],
-    pos: &mut usize,
-    prefix: u32,
-    out: Option<&mut Vec<u8>>,
-) -> Result<(), QpackError> {
-    let huffman = block.get(*pos).ok_or_else(truncated)? & (1 << prefix) != 0;
-    let len = read_integer(block, pos, prefix)?;
-    let bytes = block
-        .get(*pos..(*pos).saturating_add(len))
-        .ok_or_else(truncated)?;
-    *pos += len;
-    let Some(out) = out else { return Ok(()) };
-    out.clear();
-    if huffman {
-        httlib_huffman::decode(bytes, out, httlib_huffman::DecoderSpeed::FiveBits)
-            .map_err(|_| QpackError("invalid Huffman string"))
-    } else {
-        out.extend_from_slice(bytes);
-        Ok(())
-    }
-}
-
 fn static_entry(index: usize) -> Result<(&'static [u8], &'static [u8]), QpackError> {
     STATIC_TABLE
         .get(index)
@@ -238,13 +193,13 @@ pub fn decode_response(
     mut field: impl FnMut(&[u8], &[u8]),
 ) -> Result<u16, QpackError> {
     let mut pos = 0;
-    if read_integer(block, &mut pos, 8)? != 0 {
+    if hpack::integer(block, &mut pos, 8)? != 0 {
         return Err(QpackError(
             "a field section refers to the dynamic table, which volley never allows",
         ));
     }
     // Sign and Delta Base: meaningless without a dynamic table.
-    read_integer(block, &mut pos, 7)?;
+    hpack::integer(block, &mut pos, 7)?;
     let mut status = None;
     let mut regular = false;
     while pos < block.len() {
@@ -254,14 +209,14 @@ pub fn decode_response(
             if first & 0x40 == 0 {
                 return Err(QpackError("a dynamic table reference"));
             }
-            let (n, v) = static_entry(read_integer(block, &mut pos, 6)?)?;
+            let (n, v) = static_entry(hpack::integer(block, &mut pos, 6)?)?;
             (Some(n), Some(v))
         } else if first & 0x40 != 0 {
             // Literal with name reference.
             if first & 0x10 == 0 {
                 return Err(QpackError("a dynamic table reference"));
             }
-            let (n, _) = static_entry(read_integer(block, &mut pos, 4)?)?;
+            let (n, _) = static_entry(hpack::integer(block, &mut pos, 4)?)?;
             (Some(n), None)
         } else if first & 0x20 != 0 {
             // Literal with literal name.
@@ -273,7 +228,7 @@ pub fn decode_response(
         let name: &[u8] = match static_name {
             Some(n) => n,
             None => {
-                read_string(block, &mut pos, 3, Some(name))?;
+                hpack::string(block, &mut pos, 3, Some(name))?;
                 name
             }
         };
@@ -282,7 +237,7 @@ pub fn decode_response(
             Some(v) => v,
             None => {
                 let wanted = is_status || want_fields;
-                read_string(block, &mut pos, 7, wanted.then_some(&mut *value))?;
+                hpack::string(block, &mut pos, 7, wanted.then_some(&mut *value))?;
                 value
             }
         };
