@@ -30,24 +30,44 @@ fi
 began=$(date +%s)
 cargo +nightly fuzz build -O
 echo "fuzz build: $(( $(date +%s) - began )) s"
-for target in "${targets[@]}"; do
+# One target's run; its log in corpus/TARGET.log, its status returned.
+fuzz_one() {
+  local target="$1"
   mkdir -p "corpus/$target" "seeds/$target"
-  echo "fuzzing $target for ${seconds} s ..."
   # The HTTP/2 target registers a loopback socket with tokio's reactor per
   # input, whose slab outlives the input: LeakSanitizer would run after
   # nearly every input (70 inputs/s instead of 1800). Memory blow-ups are
   # still caught by -rss_limit_mb.
-  leaks=1
+  local leaks=1
   [ "$target" = http2_connection ] && leaks=0
-  if ! cargo +nightly fuzz run -O "$target" "corpus/$target" "seeds/$target" -- \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -detect_leaks="$leaks" \
-      -print_final_stats=1 2>"corpus/$target.log"; then
-    tail -n 40 "corpus/$target.log"
-    echo "fuzz target $target failed: its input is in fuzz/artifacts/$target/;" \
-      "fix the cause and add the input to fuzz/regressions/$target/" >&2
-    exit 1
-  fi
-  grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "corpus/$target.log" | tr '\n' ' '
-  echo
+  cargo +nightly fuzz run -O "$target" "corpus/$target" "seeds/$target" -- \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -detect_leaks="$leaks" \
+    -print_final_stats=1 2>"corpus/$target.log"
+}
+
+# Each libFuzzer run uses one core: as many run at once as there are cores
+# (each still gets its SECONDS of a core to itself).
+parallel="$(nproc)"
+for ((first = 0; first < ${#targets[@]}; first += parallel)); do
+  batch=("${targets[@]:first:parallel}")
+  pids=()
+  for target in "${batch[@]}"; do
+    echo "fuzzing $target for ${seconds} s ..."
+    fuzz_one "$target" &
+    pids+=("$!")
+  done
+  for i in "${!batch[@]}"; do
+    target="${batch[$i]}"
+    if ! wait "${pids[$i]}"; then
+      wait || true
+      tail -n 40 "corpus/$target.log"
+      echo "fuzz target $target failed: its input is in fuzz/artifacts/$target/;" \
+        "fix the cause and add the input to fuzz/regressions/$target/" >&2
+      exit 1
+    fi
+    echo -n "$target: "
+    grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "corpus/$target.log" | tr '\n' ' '
+    echo
+  done
 done
 echo "fuzzing done: ${#targets[@]} targets, $(( $(date +%s) - began )) s in all"
