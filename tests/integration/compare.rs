@@ -46,14 +46,14 @@ fn compare_tells_real_changes_from_noise() {
         dir.path().join("b.json"),
         dir.path().join("c.json"),
     );
-    // A and B measure the same target at the same time, so whatever else
-    // the machine does falls on both alike.
-    let (mut ra, mut rb) = (
+    // A and B measure the same target, C one twice as slow, all three at
+    // the same time: whatever else the machine does falls on them alike.
+    let mut runs = [
         start(&url(&server, "/sleep/10"), &a),
         start(&url(&server, "/sleep/10"), &b),
-    );
-    assert!(ra.wait().unwrap().success() && rb.wait().unwrap().success());
-    assert!(start(&url(&server, "/sleep/20"), &c).wait().unwrap().success());
+        start(&url(&server, "/sleep/20"), &c),
+    ];
+    assert!(runs.iter_mut().all(|run| run.wait().unwrap().success()));
     let (a, b, c) = (a.to_str().unwrap(), b.to_str().unwrap(), c.to_str().unwrap());
 
     let same = volley(&["compare", a, b, "--fail-if", "p99>+10%", "--fail-if", "mean>+10%"]);
