@@ -7,6 +7,7 @@
 use crate::cli::RunArgs;
 use crate::target::Target;
 use rustls::RootCertStore;
+use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::sign::CertifiedKey;
@@ -16,9 +17,12 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsConnector;
 
+mod counted;
 mod errors;
 mod insecure;
 mod pinned;
+use counted::Counted;
+pub use counted::verifications;
 pub use errors::describe;
 use insecure::AcceptAnyCertificate;
 
@@ -262,12 +266,8 @@ impl TlsSetup {
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(TlsError::Setup)?;
-        let builder = if options.insecure {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-        } else if options.pinned.is_empty() {
-            builder.with_root_certificates(trust_roots(options)?)
+        let verifier: Arc<dyn ServerCertVerifier> = if options.insecure {
+            Arc::new(AcceptAnyCertificate(provider))
         } else {
             let verified = rustls::client::WebPkiServerVerifier::builder_with_provider(
                 Arc::new(trust_roots(options)?),
@@ -275,13 +275,20 @@ impl TlsSetup {
             )
             .build()
             .map_err(TlsError::Verifier)?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(pinned::PinnedOrVerified {
+            if options.pinned.is_empty() {
+                verified
+            } else {
+                Arc::new(pinned::PinnedOrVerified {
                     verified,
                     pinned: options.pinned.clone(),
-                }))
+                })
+            }
         };
+        // Counted, so that QUIC's handshakes, whose rustls session quinn
+        // keeps to itself, are told full or resumed (see `tls/counted.rs`).
+        let builder = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Counted(verifier)));
         let mut config = match &options.identity {
             Some(identity) => builder
                 .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(identity.clone()))),
