@@ -60,6 +60,15 @@ pub enum Failure {
 /// A finished stream: its outcome and the capture it was lent.
 pub type Finished = (Result<ResponseHead, Failure>, Option<Capture>);
 
+/// A connection's finished handshake, as the report counts it.
+#[derive(Clone, Copy, Debug)]
+pub struct Handshake {
+    /// From the first datagram to the handshake done.
+    pub took: std::time::Duration,
+    /// An earlier session resumed: no certificate was checked.
+    pub resumed: bool,
+}
+
 #[derive(Default)]
 struct LaneState {
     id: Option<StreamId>,
@@ -127,6 +136,13 @@ struct Inner {
     /// A GOAWAY's limit: streams from this id on were not processed.
     goaway: Option<u64>,
     connected: bool,
+    /// When the first datagram was made, for the handshake's time.
+    began: Instant,
+    /// The handshake checked the server's certificate: a full one, not a
+    /// resumption (see `tls/counted.rs`).
+    certificate_checked: bool,
+    /// The finished handshake, until it is recorded.
+    handshake: Option<Handshake>,
     dead: bool,
     /// Why the connection died, as a message for every stream it failed.
     death: Option<(ErrorKind, String)>,
@@ -199,6 +215,11 @@ impl Conn {
         }
     }
 
+    /// The connection's handshake, once done, to be recorded once.
+    pub fn take_handshake(&self) -> Option<Handshake> {
+        self.inner.borrow_mut().handshake.take()
+    }
+
     fn start_connecting(
         addr: SocketAddr,
         config: ClientConfig,
@@ -224,8 +245,9 @@ impl Conn {
             !udp.may_fragment(),
             None,
         );
+        let began = Instant::now();
         let (handle, quic) = endpoint
-            .connect(Instant::now(), config, addr, server_name)
+            .connect(began, config, addr, server_name)
             .map_err(|err| {
                 RequestError::new(ErrorKind::Connect, ErrorDetail::Text(format!("QUIC: {err}")))
             })?;
@@ -253,6 +275,9 @@ impl Conn {
                 peers: Vec::new(),
                 goaway: None,
                 connected: false,
+                began,
+                certificate_checked: false,
+                handshake: None,
                 dead: false,
                 death: None,
                 closing: false,
@@ -574,6 +599,10 @@ impl Inner {
                     // one only when something is).
                     self.datagrams.reserve(meta.len);
                     self.datagrams.extend_from_slice(&self.recv_buf[..meta.len]);
+                    // The handshake runs inside `handle_event`, on this
+                    // thread, for this connection alone: a certificate
+                    // checked meanwhile was this connection's.
+                    let checked = (!self.connected).then(crate::tls::verifications);
                     while !self.datagrams.is_empty() {
                         let data = self.datagrams.split_to(stride.min(self.datagrams.len()));
                         if let Some(DatagramEvent::ConnectionEvent(_, event)) =
@@ -582,6 +611,9 @@ impl Inner {
                         {
                             self.quic.handle_event(event);
                         }
+                    }
+                    if checked.is_some_and(|before| crate::tls::verifications() != before) {
+                        self.certificate_checked = true;
                     }
                     self.process_events();
                     return Poll::Ready(Ok(()));
@@ -767,6 +799,10 @@ impl Inner {
 
     fn on_connected(&mut self) {
         self.connected = true;
+        self.handshake = Some(Handshake {
+            took: self.began.elapsed(),
+            resumed: !self.certificate_checked,
+        });
         if let Some(id) = self.quic.streams().open(Dir::Uni) {
             self.control = Some((id, frame::control_stream_preface(MAX_FIELD_SECTION), 0));
             self.write_control();

@@ -47,14 +47,13 @@ impl Dialer {
     }
 
     /// A new connection with its handshake done, within the connect
-    /// timeout; the handshake's time goes to `recorder`.
+    /// timeout; the handshake goes to `recorder`.
     async fn dial(
         &self,
         lanes: usize,
         outbox: &Rc<Outbox>,
         recorder: &RefCell<Recorder>,
     ) -> Result<Rc<Conn>, RequestError> {
-        let began = std::time::Instant::now();
         let deadline = tokio::time::Instant::now() + self.connect_timeout;
         let first = self.preferred.get();
         let mut last_err = None;
@@ -72,8 +71,13 @@ impl Dialer {
             match connect.await {
                 Ok(conn) => {
                     self.preferred.set(index);
-                    // QUIC's handshake is TCP's and TLS's in one.
-                    recorder.borrow_mut().record_handshake(began.elapsed(), false);
+                    // QUIC's handshake is TCP's and TLS's in one, timed
+                    // from its first datagram.
+                    if let Some(handshake) = conn.take_handshake() {
+                        recorder
+                            .borrow_mut()
+                            .record_handshake(handshake.took, handshake.resumed);
+                    }
                     return Ok(conn);
                 }
                 // Out of time: no address after it gets any.
