@@ -53,6 +53,9 @@ pub struct TlsOptions {
     /// Resume sessions on new connections (off: `--no-tls-resume`).
     #[serde(rename = "tls_resume")]
     pub resume: bool,
+    /// `--0rtt`: early data on resumed QUIC connections.
+    #[serde(rename = "tls_0rtt")]
+    pub zero_rtt: bool,
 }
 
 /// Why the TLS flags or the files they name cannot be used; files are
@@ -121,6 +124,7 @@ pub struct TlsFlags {
     pub identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
     pub sni: Option<(String, ServerName<'static>)>,
     pub resume: bool,
+    pub zero_rtt: bool,
 }
 
 impl TlsFlags {
@@ -147,6 +151,7 @@ impl TlsFlags {
             identity,
             sni,
             resume: !args.no_tls_resume,
+            zero_rtt: args.zero_rtt,
         })
     }
 
@@ -193,6 +198,7 @@ impl TlsOptions {
             sni: flags.sni.as_ref().map(|(name, _)| name.clone()),
             server_name: flags.sni.as_ref().map(|(_, server_name)| server_name.clone()),
             resume: flags.resume,
+            zero_rtt: flags.zero_rtt,
         })
     }
 }
@@ -303,6 +309,10 @@ impl TlsSetup {
         } else {
             rustls::client::Resumption::disabled()
         };
+        // Early data only when asked: 0-RTT requests can be replayed by an
+        // attacker, which a server must allow for, and they measure
+        // something other than an ordinary resumption.
+        config.enable_early_data = options.zero_rtt;
         let server_name = match &options.server_name {
             Some(name) => name.clone(),
             None => ServerName::try_from(target.host.clone())

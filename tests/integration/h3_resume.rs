@@ -1,12 +1,17 @@
-//! HTTP/3 session resumption against the embedded target (quinn, rustls'
-//! server): with one connection at a time, every QUIC handshake after the
-//! first resumes, and the summary counts exactly those; `--no-tls-resume`
-//! makes every one full. `--cacert` and `--insecure` are both used: each
-//! wraps its own certificate verifier, and each must be counted.
+//! HTTP/3 session resumption and 0-RTT against the embedded target
+//! (quinn, rustls' server): with one connection at a time, every QUIC
+//! handshake after the first resumes, and the summary counts exactly
+//! those; `--no-tls-resume` makes every one full; `--0rtt` sends each
+//! resumed connection's request as early data, which the server accepts,
+//! with every request sent and counted once; a server that restarted
+//! (its sessions lost) refuses the early data, and the refused requests go
+//! again after the handshake. `--cacert` and `--insecure` are both used:
+//! each wraps its own certificate verifier, and each must be counted.
 
-use super::http3::{h3_run, h3_target, h3_url};
-use super::support::{num, stderr, stdout, summary, volley, wait_for_stats};
+use super::http3::{ServeProcess, h3_run, h3_target, h3_url};
+use super::support::{exclusive, num, stderr, stdout, summary, volley, wait_for_stats};
 use serde_json::Value;
+use std::time::Duration;
 
 /// `volley run --http3 -c 1 --no-keepalive -n N` with `extra` flags: one
 /// connection at a time, a new one per request. Its summary.
@@ -30,6 +35,7 @@ fn every_quic_handshake_after_the_first_resumes_and_is_counted() {
         (20.0, 19.0),
         "the first handshake is full, the rest resume: {tls}"
     );
+    assert_eq!(num(&tls["zero_rtt_tried"]), 0.0, "no 0-RTT unless asked: {tls}");
     assert_eq!(
         wait_for_stats(&server, |s| s.requests_completed >= 20).h3_connections,
         20
@@ -81,4 +87,157 @@ fn no_tls_resume_makes_every_quic_handshake_full() {
         "{tls}"
     );
     assert_eq!(report["plan"]["tls_resume"], false);
+    assert_eq!(report["plan"]["tls_0rtt"], false);
+}
+
+#[test]
+fn zero_rtt_sends_resumed_connections_requests_early_and_counts_stay_exact() {
+    let server = h3_target();
+    let s = churn(&server, 20, &["--0rtt"]);
+    assert_eq!(num(&s["ok"]), 20.0, "{s}");
+    assert_eq!(num(&s["errors"]), 0.0, "{s}");
+    let tls = &s["tls"];
+    assert_eq!(
+        (
+            num(&tls["handshakes"]),
+            num(&tls["resumed"]),
+            num(&tls["zero_rtt_tried"]),
+            num(&tls["zero_rtt_accepted"])
+        ),
+        (20.0, 19.0, 19.0, 19.0),
+        "every resumed connection sent its request early, and the server took it: {tls}"
+    );
+    // Each request reached the server once: none was sent twice.
+    let stats = wait_for_stats(&server, |s| s.requests_completed >= 20);
+    assert_eq!((stats.requests_completed, stats.h3_connections), (20, 20));
+    let url = h3_url(&server, "/hi");
+    let out = volley(&[
+        "run",
+        "--http3",
+        "--insecure",
+        "--0rtt",
+        "-q",
+        "-n",
+        "5",
+        "-c",
+        "1",
+        "--no-keepalive",
+        &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("TLS handshakes 5 (4 resumed; 0-RTT 4 tried, 4 accepted)  mean ")),
+        "{text}"
+    );
+
+    // Several connections at once, several streams each, a body: still
+    // exact.
+    let server = h3_target();
+    let report = h3_run(&[
+        "-n",
+        "300",
+        "-c",
+        "4",
+        "--streams",
+        "2",
+        "--no-keepalive",
+        "--0rtt",
+        "-m",
+        "POST",
+        "-b",
+        "early",
+        &h3_url(&server, "/echo"),
+    ]);
+    let s = summary(&report);
+    assert_eq!((num(&s["ok"]), num(&s["errors"])), (300.0, 0.0), "{s}");
+    let tls = &s["tls"];
+    let (tried, accepted) = (num(&tls["zero_rtt_tried"]), num(&tls["zero_rtt_accepted"]));
+    assert!(tried > 0.0 && accepted == tried, "{tls}");
+    assert!(
+        tried <= num(&tls["resumed"]),
+        "0-RTT only on resumed connections: {tls}"
+    );
+    assert_eq!(report["plan"]["tls_0rtt"], true);
+    let stats = wait_for_stats(&server, |s| s.requests_completed >= 300);
+    assert_eq!(stats.requests_completed, 300);
+}
+
+#[test]
+fn zero_rtt_needs_http3_and_resumption() {
+    for args in [
+        &["run", "--0rtt", "-n", "1", "https://127.0.0.1:9/"][..],
+        &[
+            "run",
+            "--http3",
+            "--0rtt",
+            "--no-tls-resume",
+            "-n",
+            "1",
+            "https://127.0.0.1:9/",
+        ],
+    ] {
+        let out = volley(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("--0rtt needs"), "{err}");
+    }
+}
+
+/// A server that restarted has lost the sessions volley resumes: it does
+/// a full handshake and refuses the early data, whose requests volley
+/// sends again once the handshake is done.
+#[test]
+fn early_data_a_restarted_server_refuses_is_sent_again() {
+    let _alone = exclusive();
+    let port = super::support::free_udp_and_tcp_port();
+    let mut first = ServeProcess::start(port);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    // A request every 100 ms: the server is seldom caught mid-request.
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args([
+            "run",
+            "--http3",
+            "--insecure",
+            "--0rtt",
+            "--no-keepalive",
+            "-c",
+            "1",
+            "--rate",
+            "10",
+            "-d",
+            "3s",
+            "--timeout",
+            "2s",
+            "-q",
+            "--output",
+        ])
+        .arg(&report)
+        .arg(format!("https://127.0.0.1:{port}/hi"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("volley run starts");
+    std::thread::sleep(Duration::from_millis(1200));
+    first.crash();
+    let _second = ServeProcess::start(port);
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.code().is_some(), "volley run ended by itself");
+    let report = super::support::read_report(&report);
+    let s = summary(&report);
+    let tls = &s["tls"];
+    let (tried, accepted) = (num(&tls["zero_rtt_tried"]), num(&tls["zero_rtt_accepted"]));
+    assert!(accepted > 0.0, "before and after the restart: {tls}");
+    assert!(tried > accepted, "the new server refused early data: {tls}");
+    assert!(
+        num(&tls["handshakes"]) - num(&tls["resumed"]) >= 2.0,
+        "a full handshake with each server: {tls}"
+    );
+    // The refused requests were answered: only a request sent while no
+    // server was up (refused) may have failed.
+    assert!(num(&s["errors"]) <= 2.0, "{s}");
+    assert!(num(&s["ok"]) >= 25.0, "{s}");
 }

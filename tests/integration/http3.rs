@@ -330,10 +330,10 @@ fn http3_needs_https_and_takes_no_pipelining() {
 
 /// `volley serve --tls --http3` as a process of its own on `port`, killed
 /// when dropped.
-struct ServeProcess(std::process::Child);
+pub(super) struct ServeProcess(std::process::Child);
 
 impl ServeProcess {
-    fn start(port: u16) -> ServeProcess {
+    pub(super) fn start(port: u16) -> ServeProcess {
         use std::io::BufRead;
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
             .args([
@@ -356,7 +356,7 @@ impl ServeProcess {
     }
 
     /// Ends it as a crash would: no CONNECTION_CLOSE goes out.
-    fn crash(&mut self) {
+    pub(super) fn crash(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
