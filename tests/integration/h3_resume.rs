@@ -3,15 +3,16 @@
 //! handshake after the first resumes, and the summary counts exactly
 //! those; `--no-tls-resume` makes every one full; `--0rtt` sends each
 //! resumed connection's request as early data, which the server accepts,
-//! with every request sent and counted once; a server that restarted
-//! (its sessions lost) refuses the early data, and the refused requests go
+//! with every request sent and counted once; a server that restarted (its
+//! sessions lost) refuses the early data, and the refused requests go
 //! again after the handshake. `--cacert` and `--insecure` are both used:
 //! each wraps its own certificate verifier, and each must be counted.
+//! (`--0rtt` without `--http3` is refused in http3.rs, with the other
+//! flags HTTP/3 cannot take.)
 
-use super::http3::{ServeProcess, h3_run, h3_target, h3_url};
-use super::support::{exclusive, num, stderr, stdout, summary, volley, wait_for_stats};
+use super::http3::{h3_run, h3_target, h3_url, run_across_a_restart};
+use super::support::{num, stderr, stdout, summary, volley, wait_for_stats};
 use serde_json::Value;
-use std::time::Duration;
 
 /// `volley run --http3 -c 1 --no-keepalive -n N` with `extra` flags: one
 /// connection at a time, a new one per request. Its summary.
@@ -164,69 +165,25 @@ fn zero_rtt_sends_resumed_connections_requests_early_and_counts_stay_exact() {
     assert_eq!(stats.requests_completed, 300);
 }
 
-#[test]
-fn zero_rtt_needs_http3_and_resumption() {
-    for args in [
-        &["run", "--0rtt", "-n", "1", "https://127.0.0.1:9/"][..],
-        &[
-            "run",
-            "--http3",
-            "--0rtt",
-            "--no-tls-resume",
-            "-n",
-            "1",
-            "https://127.0.0.1:9/",
-        ],
-    ] {
-        let out = volley(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        let err = stderr(&out);
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains("--0rtt needs"), "{err}");
-    }
-}
-
 /// A server that restarted has lost the sessions volley resumes: it does
 /// a full handshake and refuses the early data, whose requests volley
 /// sends again once the handshake is done.
 #[test]
 fn early_data_a_restarted_server_refuses_is_sent_again() {
-    let _alone = exclusive();
-    let port = super::support::free_udp_and_tcp_port();
-    let mut first = ServeProcess::start(port);
-    let dir = tempfile::tempdir().unwrap();
-    let report = dir.path().join("report.json");
     // A request every 100 ms: the server is seldom caught mid-request.
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args([
-            "run",
-            "--http3",
-            "--insecure",
-            "--0rtt",
-            "--no-keepalive",
-            "-c",
-            "1",
-            "--rate",
-            "10",
-            "-d",
-            "3s",
-            "--timeout",
-            "2s",
-            "-q",
-            "--output",
-        ])
-        .arg(&report)
-        .arg(format!("https://127.0.0.1:{port}/hi"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("volley run starts");
-    std::thread::sleep(Duration::from_millis(1200));
-    first.crash();
-    let _second = ServeProcess::start(port);
-    let out = run.wait_with_output().unwrap();
-    assert!(out.status.code().is_some(), "volley run ended by itself");
-    let report = super::support::read_report(&report);
+    let args = [
+        "--0rtt",
+        "--no-keepalive",
+        "-c",
+        "1",
+        "--rate",
+        "10",
+        "-d",
+        "3s",
+        "--timeout",
+        "2s",
+    ];
+    let report = run_across_a_restart(&args, "/hi", 1200);
     let s = summary(&report);
     let tls = &s["tls"];
     let (tried, accepted) = (num(&tls["zero_rtt_tried"]), num(&tls["zero_rtt_accepted"]));
