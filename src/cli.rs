@@ -396,6 +396,11 @@ pub struct RunArgs {
     /// A full TLS handshake on every new connection: no session resumption.
     #[arg(long)]
     pub no_tls_resume: bool,
+    /// With --http3: a connection that resumes a session sends its first
+    /// requests as 0-RTT early data, before its handshake is done (the
+    /// server may refuse them, and they go again after it).
+    #[arg(long = "0rtt")]
+    pub zero_rtt: bool,
     /// Write the JSON report to this file.
     #[arg(short = 'o', long, value_name = "FILE.json")]
     pub output: Option<PathBuf>,

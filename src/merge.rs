@@ -330,6 +330,8 @@ fn merge_summary(parts: &[&Summary], hists: [&Histogram<u64>; 3]) -> Summary {
         tls: (!tls.is_empty()).then(|| TlsHandshakes {
             handshakes: tls.iter().map(|t| t.handshakes).sum(),
             resumed: tls.iter().map(|t| t.resumed).sum(),
+            zero_rtt_tried: tls.iter().map(|t| t.zero_rtt_tried).sum(),
+            zero_rtt_accepted: tls.iter().map(|t| t.zero_rtt_accepted).sum(),
             // No handshake histogram is saved: the slowest shard's figures.
             handshake_ms: tls
                 .iter()

@@ -144,6 +144,10 @@ pub struct Handshakes {
     /// Of those, the ones that resumed an earlier session (no certificate
     /// exchange, less work for both sides).
     pub resumed: u64,
+    /// QUIC with `--0rtt`: connections whose first requests went out as
+    /// 0-RTT early data, and those of them the server took.
+    pub zero_rtt_tried: u64,
+    pub zero_rtt_accepted: u64,
     pub time: Timings,
 }
 
@@ -152,6 +156,8 @@ impl Handshakes {
     pub fn clear(&mut self) {
         self.count = 0;
         self.resumed = 0;
+        self.zero_rtt_tried = 0;
+        self.zero_rtt_accepted = 0;
         self.time.clear();
     }
 }
@@ -160,6 +166,8 @@ impl AddAssign<&Handshakes> for Handshakes {
     fn add_assign(&mut self, other: &Handshakes) {
         self.count += other.count;
         self.resumed += other.resumed;
+        self.zero_rtt_tried += other.zero_rtt_tried;
+        self.zero_rtt_accepted += other.zero_rtt_accepted;
         self.time += &other.time;
     }
 }
@@ -406,6 +414,15 @@ impl Recorder {
         handshakes.time.record(took.as_micros() as u64);
     }
 
+    /// A handshake whose connection sent requests as 0-RTT early data
+    /// (recorded besides [`Recorder::record_handshake`]): whether the
+    /// server accepted them.
+    pub fn record_zero_rtt(&mut self, accepted: bool) {
+        let handshakes = &mut self.current.handshakes;
+        handshakes.zero_rtt_tried += 1;
+        handshakes.zero_rtt_accepted += u64::from(accepted);
+    }
+
     /// Keeps the first message of each error kind per interval; later
     /// errors of the same kind cost nothing.
     pub fn note_error(&mut self, err: &RequestError) {
@@ -593,10 +610,13 @@ mod tests {
         a.record_handshake(std::time::Duration::from_micros(300), true);
         let mut b = Recorder::default();
         b.record_handshake(std::time::Duration::from_micros(250), true);
+        b.record_zero_rtt(true);
+        a.record_zero_rtt(false);
         let mut total = a.take();
         total += &b.take();
         let h = &total.handshakes;
         assert_eq!((h.count, h.resumed), (3, 2));
+        assert_eq!((h.zero_rtt_tried, h.zero_rtt_accepted), (2, 1));
         assert_eq!((h.time.min_us, h.time.max_us), (250, 900));
         assert_eq!(total.requests, 0, "handshakes are not requests");
     }

@@ -7,6 +7,7 @@
 use crate::cli::RunArgs;
 use crate::target::Target;
 use rustls::RootCertStore;
+use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::sign::CertifiedKey;
@@ -16,9 +17,12 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsConnector;
 
+mod counted;
 mod errors;
 mod insecure;
 mod pinned;
+use counted::Counted;
+pub use counted::verifications;
 pub use errors::describe;
 use insecure::AcceptAnyCertificate;
 
@@ -49,6 +53,9 @@ pub struct TlsOptions {
     /// Resume sessions on new connections (off: `--no-tls-resume`).
     #[serde(rename = "tls_resume")]
     pub resume: bool,
+    /// `--0rtt`: early data on resumed QUIC connections.
+    #[serde(rename = "tls_0rtt")]
+    pub zero_rtt: bool,
 }
 
 /// Why the TLS flags or the files they name cannot be used; files are
@@ -117,6 +124,7 @@ pub struct TlsFlags {
     pub identity: Option<(std::path::PathBuf, std::path::PathBuf)>,
     pub sni: Option<(String, ServerName<'static>)>,
     pub resume: bool,
+    pub zero_rtt: bool,
 }
 
 impl TlsFlags {
@@ -143,6 +151,7 @@ impl TlsFlags {
             identity,
             sni,
             resume: !args.no_tls_resume,
+            zero_rtt: args.zero_rtt,
         })
     }
 
@@ -189,6 +198,7 @@ impl TlsOptions {
             sni: flags.sni.as_ref().map(|(name, _)| name.clone()),
             server_name: flags.sni.as_ref().map(|(_, server_name)| server_name.clone()),
             resume: flags.resume,
+            zero_rtt: flags.zero_rtt,
         })
     }
 }
@@ -262,12 +272,8 @@ impl TlsSetup {
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(TlsError::Setup)?;
-        let builder = if options.insecure {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-        } else if options.pinned.is_empty() {
-            builder.with_root_certificates(trust_roots(options)?)
+        let verifier: Arc<dyn ServerCertVerifier> = if options.insecure {
+            Arc::new(AcceptAnyCertificate(provider))
         } else {
             let verified = rustls::client::WebPkiServerVerifier::builder_with_provider(
                 Arc::new(trust_roots(options)?),
@@ -275,13 +281,20 @@ impl TlsSetup {
             )
             .build()
             .map_err(TlsError::Verifier)?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(pinned::PinnedOrVerified {
+            if options.pinned.is_empty() {
+                verified
+            } else {
+                Arc::new(pinned::PinnedOrVerified {
                     verified,
                     pinned: options.pinned.clone(),
-                }))
+                })
+            }
         };
+        // Counted, so that QUIC's handshakes, whose rustls session quinn
+        // keeps to itself, are told full or resumed (see `tls/counted.rs`).
+        let builder = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Counted(verifier)));
         let mut config = match &options.identity {
             Some(identity) => builder
                 .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(identity.clone()))),
@@ -296,6 +309,10 @@ impl TlsSetup {
         } else {
             rustls::client::Resumption::disabled()
         };
+        // Early data only when asked: 0-RTT requests can be replayed by an
+        // attacker, which a server must allow for, and they measure
+        // something other than an ordinary resumption.
+        config.enable_early_data = options.zero_rtt;
         let server_name = match &options.server_name {
             Some(name) => name.clone(),
             None => ServerName::try_from(target.host.clone())

@@ -71,6 +71,26 @@ pub enum Failure {
 /// A finished stream: its outcome and the capture it was lent.
 pub type Finished = (Result<ResponseHead, Failure>, Option<Capture>);
 
+/// When a new connection must be up: `by`, the end of the connect
+/// timeout (`timeout`, which the error names).
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline {
+    pub by: tokio::time::Instant,
+    pub timeout: std::time::Duration,
+}
+
+/// A connection's finished handshake, as the report counts it.
+#[derive(Clone, Copy, Debug)]
+pub struct Handshake {
+    /// From the first datagram to the handshake done.
+    pub took: std::time::Duration,
+    /// An earlier session resumed: no certificate was checked.
+    pub resumed: bool,
+    /// Requests went out as 0-RTT early data: whether the server took
+    /// them (`None`: nothing was sent before the handshake).
+    pub zero_rtt: Option<bool>,
+}
+
 #[derive(Default)]
 struct LaneState {
     id: Option<StreamId>,
@@ -137,6 +157,18 @@ struct Inner {
     /// A GOAWAY's limit: streams from this id on were not processed.
     goaway: Option<u64>,
     connected: bool,
+    /// When the first datagram was made, for the handshake's time.
+    began: Instant,
+    /// The handshake checked the server's certificate: a full one, not a
+    /// resumption (see `tls/counted.rs`).
+    certificate_checked: bool,
+    /// Streams may start before the handshake is done (0-RTT).
+    early: bool,
+    /// With `early`, when the handshake must be done (the connect timeout,
+    /// which the error names).
+    early_deadline: Option<(Instant, std::time::Duration)>,
+    /// The finished handshake, until a lane records it.
+    handshake: Option<Handshake>,
     dead: bool,
     /// Why the connection died, as a message for every stream it failed.
     death: Option<(ErrorKind, String)>,
@@ -162,7 +194,7 @@ impl Pending for Conn {
         let sent = inner.poll_transmit(cx);
         // Sending may have armed a timer (loss detection) earlier than the
         // one the driver waits on: have it look again.
-        let moved = inner.quic.poll_timeout() != inner.timer_at;
+        let moved = inner.next_timer() != inner.timer_at;
         if (moved || inner.orphaned())
             && let Some(waker) = inner.a_waiting_waker()
         {
@@ -180,33 +212,42 @@ impl Pending for Conn {
 
 impl Conn {
     /// Opens a QUIC connection to `addr` and completes its handshake by
-    /// `deadline` (`timeout`, the --connect-timeout it stands for, names it
-    /// in the error); `lanes` is how many lanes share it.
+    /// `deadline`; `lanes` is how many lanes share it.
+    ///
+    /// With `early`, a connection that resumes a session with 0-RTT keys
+    /// (only where `--0rtt` enabled early data) is handed back at once:
+    /// its first streams go out as early data, and the handshake finishes,
+    /// still by `deadline`, while its lanes drive it.
     pub async fn connect(
         addr: SocketAddr,
         config: ClientConfig,
         server_name: &str,
         lanes: usize,
         outbox: Rc<Outbox>,
-        deadline: tokio::time::Instant,
-        timeout: std::time::Duration,
+        deadline: Deadline,
+        early: bool,
     ) -> Result<Rc<Conn>, RequestError> {
         let conn = Conn::start_connecting(addr, config, server_name, lanes, outbox)?;
-        let handshake = std::future::poll_fn(|cx| conn.poll_handshake(cx));
-        match tokio::time::timeout_at(deadline, handshake).await {
-            Ok(done) => done.map(|()| conn),
-            // The server sent handshake messages but never finished: the
-            // TLS handshake stalled, as it can over TCP, and not the
-            // silence of a port nobody answers on (a connect error).
-            Err(_) if conn.inner.borrow().quic.stats().frame_rx.crypto > 0 => Err(RequestError::new(
-                ErrorKind::Tls,
-                ErrorDetail::HandshakeTimeout(timeout),
-            )),
-            Err(_) => Err(RequestError::new(
-                ErrorKind::Connect,
-                ErrorDetail::ConnectTimeout(timeout),
-            )),
+        if early && conn.inner.borrow().quic.has_0rtt() {
+            let mut inner = conn.inner.borrow_mut();
+            inner.early = true;
+            inner.early_deadline = Some((deadline.by.into_std(), deadline.timeout));
+            drop(inner);
+            // The Initial goes out at the flush even if no stream starts.
+            conn.queue();
+            return Ok(conn);
         }
+        let handshake = std::future::poll_fn(|cx| conn.poll_handshake(cx));
+        match tokio::time::timeout_at(deadline.by, handshake).await {
+            Ok(done) => done.map(|()| conn),
+            Err(_) => Err(conn.inner.borrow().handshake_timeout(deadline.timeout)),
+        }
+    }
+
+    /// The connection's handshake, once done, for the first lane to record
+    /// it.
+    pub fn take_handshake(&self) -> Option<Handshake> {
+        self.inner.borrow_mut().handshake.take()
     }
 
     fn start_connecting(
@@ -234,8 +275,9 @@ impl Conn {
             !udp.may_fragment(),
             None,
         );
+        let began = Instant::now();
         let (handle, quic) = endpoint
-            .connect(Instant::now(), config, addr, server_name)
+            .connect(began, config, addr, server_name)
             .map_err(|err| {
                 RequestError::new(ErrorKind::Connect, ErrorDetail::Text(format!("QUIC: {err}")))
             })?;
@@ -262,6 +304,11 @@ impl Conn {
                 peers: Vec::new(),
                 goaway: None,
                 connected: false,
+                began,
+                certificate_checked: false,
+                early: false,
+                early_deadline: None,
+                handshake: None,
                 dead: false,
                 death: None,
                 closing: false,
@@ -600,6 +647,10 @@ impl Inner {
                 Err(err) => return Poll::Ready(Err(err)),
             }
             let now = Instant::now();
+            // The handshake runs inside `handle_event`, on this thread, for
+            // this connection alone: a certificate checked meanwhile was
+            // this connection's.
+            let checked = (!self.connected).then(crate::tls::verifications);
             for meta in &meta[..count] {
                 let stride = if meta.stride == 0 { meta.len } else { meta.stride };
                 let ecn = meta
@@ -615,6 +666,9 @@ impl Inner {
                         self.quic.handle_event(event);
                     }
                 }
+            }
+            if checked.is_some_and(|before| crate::tls::verifications() != before) {
+                self.certificate_checked = true;
             }
             self.process_events();
             return Poll::Ready(Ok(()));
@@ -650,7 +704,17 @@ impl Inner {
             self.process_events();
             fired = true;
         }
-        let next = self.quic.poll_timeout();
+        if let Some((by, timeout)) = self.early_deadline
+            && by <= now
+        {
+            self.early_deadline = None;
+            let err = self.handshake_timeout(timeout);
+            let code = VarInt::from_u64(frame::H3_NO_ERROR).expect("a small code");
+            self.quic.close(now, code, bytes::Bytes::new());
+            self.die(err.kind, err.message());
+            fired = true;
+        }
+        let next = self.next_timer();
         if next != self.timer_at {
             self.timer_at = next;
             if let Some(at) = next {
@@ -658,6 +722,27 @@ impl Inner {
             }
         }
         fired
+    }
+
+    /// When the driver must wake next: quinn-proto's next timer, or the end
+    /// of an early (0-RTT) connection's handshake time.
+    fn next_timer(&mut self) -> Option<Instant> {
+        let quic = self.quic.poll_timeout();
+        match self.early_deadline {
+            Some((by, _)) => Some(quic.map_or(by, |at| at.min(by))),
+            None => quic,
+        }
+    }
+
+    /// Why a handshake not done by its deadline failed: the server sent
+    /// handshake messages but never finished (TLS stalled, as it can over
+    /// TCP), or it never answered (a connect error, as a silent port is).
+    fn handshake_timeout(&self, timeout: std::time::Duration) -> RequestError {
+        if self.quic.stats().frame_rx.crypto > 0 {
+            RequestError::new(ErrorKind::Tls, ErrorDetail::HandshakeTimeout(timeout))
+        } else {
+            RequestError::new(ErrorKind::Connect, ErrorDetail::ConnectTimeout(timeout))
+        }
     }
 
     /// Sends every datagram the connection has; pending while the socket
@@ -795,9 +880,45 @@ impl Inner {
 
     fn on_connected(&mut self) {
         self.connected = true;
+        self.early_deadline = None;
+        let zero_rtt = self.early.then(|| self.quic.accepted_0rtt());
+        if zero_rtt == Some(false) {
+            self.send_rejected_again();
+        }
+        self.handshake = Some(Handshake {
+            took: self.began.elapsed(),
+            resumed: !self.certificate_checked,
+            zero_rtt,
+        });
         if let Some(id) = self.quic.streams().open(Dir::Uni) {
             self.control = Some((id, frame::control_stream_preface(MAX_FIELD_SECTION), 0));
             self.write_control();
+        }
+    }
+
+    /// The server refused the 0-RTT data: quinn-proto has forgotten the
+    /// streams sent in it (their ids are given out again from the first),
+    /// and the server processed none of them, so each waiting lane's
+    /// request goes again, from its start, on a stream opened now. A lane
+    /// for which the server's new limit leaves no stream is refused, and
+    /// its request goes to another connection as a refused stream's does.
+    fn send_rejected_again(&mut self) {
+        for state in self.lanes.iter_mut().filter(|l| l.open()) {
+            match self.quic.streams().open(Dir::Bi) {
+                Some(id) => {
+                    state.id = Some(id);
+                    state.sent = 0;
+                    state.send_done = false;
+                }
+                None => {
+                    // Its old id may now be another lane's stream.
+                    state.id = None;
+                    state.result = Some(Err(Failure::Refused));
+                }
+            }
+            if let Some(waker) = &state.waker {
+                waker.wake_by_ref();
+            }
         }
     }
 

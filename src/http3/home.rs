@@ -3,7 +3,7 @@
 //! [`crate::http2::Group`]), how a worker opens them ([`Dialer`]) and a
 //! lane's round trip.
 
-use super::conn::{Conn, Failure};
+use super::conn::{Conn, Deadline, Failure};
 use super::request::H3Request;
 use crate::http2::{Group, Open, Outbox};
 use crate::recorder::Recorder;
@@ -47,15 +47,20 @@ impl Dialer {
     }
 
     /// A new connection with its handshake done, within the connect
-    /// timeout; the handshake's time goes to `recorder`.
+    /// timeout; the handshake goes to `recorder`. With `early`, one that
+    /// can send 0-RTT data comes back before its handshake is done (which
+    /// a lane records later, see [`record_handshake`]).
     async fn dial(
         &self,
         lanes: usize,
         outbox: &Rc<Outbox>,
         recorder: &RefCell<Recorder>,
+        early: bool,
     ) -> Result<Rc<Conn>, RequestError> {
-        let began = std::time::Instant::now();
-        let deadline = tokio::time::Instant::now() + self.connect_timeout;
+        let deadline = Deadline {
+            by: tokio::time::Instant::now() + self.connect_timeout,
+            timeout: self.connect_timeout,
+        };
         let first = self.preferred.get();
         let mut last_err = None;
         for i in 0..self.addrs.len() {
@@ -67,21 +72,32 @@ impl Dialer {
                 lanes,
                 outbox.clone(),
                 deadline,
-                self.connect_timeout,
+                early,
             );
             match connect.await {
                 Ok(conn) => {
                     self.preferred.set(index);
-                    // QUIC's handshake is TCP's and TLS's in one.
-                    recorder.borrow_mut().record_handshake(began.elapsed(), false);
+                    record_handshake(&conn, recorder);
                     return Ok(conn);
                 }
                 // Out of time: no address after it gets any.
-                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
+                Err(err) if tokio::time::Instant::now() >= deadline.by => return Err(err),
                 Err(err) => last_err = Some(err),
             }
         }
         Err(last_err.unwrap_or_else(|| RequestError::protocol("no address to connect to")))
+    }
+}
+
+/// Records `conn`'s handshake if it is done and nobody has yet. QUIC's
+/// handshake is TCP's and TLS's in one, timed from its first datagram.
+fn record_handshake(conn: &Conn, recorder: &RefCell<Recorder>) {
+    if let Some(handshake) = conn.take_handshake() {
+        let mut recorder = recorder.borrow_mut();
+        recorder.record_handshake(handshake.took, handshake.resumed);
+        if let Some(accepted) = handshake.zero_rtt {
+            recorder.record_zero_rtt(accepted);
+        }
     }
 }
 
@@ -106,14 +122,16 @@ impl Lane {
         })
     }
 
-    /// A connection that takes new streams: the group's, or a new one.
+    /// A connection that takes new streams: the group's, or a new one
+    /// (which, with `early`, may still be finishing a 0-RTT handshake).
     async fn connection(
         &self,
         dialer: &Dialer,
         recorder: &RefCell<Recorder>,
+        early: bool,
     ) -> Result<Rc<Conn>, RequestError> {
         let home = &self.home;
-        home.connection(async || dialer.dial(home.lanes(), home.outbox(), recorder).await)
+        home.connection(async || dialer.dial(home.lanes(), home.outbox(), recorder, early).await)
             .await
     }
 
@@ -130,11 +148,13 @@ impl Lane {
     ) -> Result<ResponseHead, RequestError> {
         let mut refused = 0;
         loop {
-            let conn = self.connection(dialer, recorder).await?;
+            // A request to send: a resumed session's 0-RTT data may carry it.
+            let conn = self.connection(dialer, recorder, true).await?;
             let mut lent = capture.as_deref_mut().map(std::mem::take);
             let started =
                 std::future::poll_fn(|cx| conn.poll_start(self.index, request, &mut lent, cx)).await;
             if !started {
+                record_handshake(&conn, recorder);
                 if let (Some(capture), Some(lent)) = (capture.as_deref_mut(), lent) {
                     *capture = lent;
                 }
@@ -144,6 +164,7 @@ impl Lane {
             let mut open = Open::new(&*conn, self.index);
             let (result, lent) = std::future::poll_fn(|cx| conn.poll_response(self.index, request, cx)).await;
             open.disarm();
+            record_handshake(&conn, recorder);
             if let (Some(capture), Some(lent)) = (capture.as_deref_mut(), lent) {
                 *capture = lent;
             }
@@ -182,9 +203,10 @@ impl Lane {
             .await
     }
 
-    /// Opens the group's connection now, if it has none.
+    /// Opens the group's connection now, if it has none: with its
+    /// handshake done, as no request waits to go in 0-RTT data.
     pub async fn connect(&self, dialer: &Dialer, recorder: &RefCell<Recorder>) -> Result<(), RequestError> {
-        self.connection(dialer, recorder).await.map(drop)
+        self.connection(dialer, recorder, false).await.map(drop)
     }
 
     /// Moves this lane's group to a new connection for its next streams.

@@ -286,6 +286,14 @@ impl RunSpec {
                 "--pipeline is HTTP/1.1's; HTTP/3 multiplexes with --streams",
             ));
         }
+        if args.zero_rtt && !args.http3 {
+            return Err(invalid(
+                "--0rtt needs --http3: volley sends early data over QUIC only",
+            ));
+        }
+        if args.zero_rtt && args.no_tls_resume {
+            return Err(invalid("--0rtt needs session resumption: drop --no-tls-resume"));
+        }
         if args.http3 && targets.iter().any(|t| !t.tls) {
             return Err(invalid(
                 "--http3 needs https:// URLs: HTTP/3 runs over QUIC, which is always encrypted",

@@ -325,6 +325,13 @@ pub struct TlsHandshakes {
     pub handshakes: u64,
     /// Of those, the ones that resumed an earlier session.
     pub resumed: u64,
+    /// HTTP/3 with `--0rtt`: connections whose first requests went as
+    /// 0-RTT early data, and those of them the server accepted (absent
+    /// from reports older than these counts: 0).
+    #[serde(default)]
+    pub zero_rtt_tried: u64,
+    #[serde(default)]
+    pub zero_rtt_accepted: u64,
     /// From TCP connected to handshake done.
     pub handshake_ms: Latency,
 }
@@ -336,6 +343,8 @@ impl TlsHandshakes {
         (h.count > 0).then(|| TlsHandshakes {
             handshakes: h.count,
             resumed: h.resumed,
+            zero_rtt_tried: h.zero_rtt_tried,
+            zero_rtt_accepted: h.zero_rtt_accepted,
             handshake_ms: Latency::from_timings(&h.time),
         })
     }

@@ -317,9 +317,18 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
         );
     }
     if let Some(tls) = &s.tls {
+        // Only where 0-RTT was tried (HTTP/3 with --0rtt).
+        let zero_rtt = match tls.zero_rtt_tried {
+            0 => String::new(),
+            tried => format!(
+                "; 0-RTT {} tried, {} accepted",
+                thousands(tried),
+                thousands(tls.zero_rtt_accepted)
+            ),
+        };
         let _ = writeln!(
             out,
-            "TLS handshakes {} ({} resumed)  mean {} ms  p99 {} ms",
+            "TLS handshakes {} ({} resumed{zero_rtt})  mean {} ms  p99 {} ms",
             thousands(tls.handshakes),
             thousands(tls.resumed),
             ms(tls.handshake_ms.mean),

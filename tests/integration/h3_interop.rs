@@ -141,6 +141,28 @@ fn h3_run(cert: &Path, n: usize, streams: usize, url: &str, extra: &[&str]) -> V
     s
 }
 
+/// A volley HTTP/3 run of `n` requests, one connection at a time and a new
+/// one per request (`extra`: more flags), every one of which must succeed;
+/// its summary's `tls` object.
+fn one_connection_at_a_time(cert: &Path, n: usize, url: &str, extra: &[&str]) -> Value {
+    let n_arg = n.to_string();
+    let mut args = vec!["run", "--http3", "--cacert", cert.to_str().unwrap(), "-q"];
+    args.extend(["-n", &n_arg, "-c", "1", "--no-keepalive"]);
+    args.extend_from_slice(extra);
+    args.push(url);
+    let (out, report) = volley_json(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let violations = schema_violations(&report);
+    assert!(violations.is_empty(), "{violations:?}");
+    let s = summary(&report);
+    assert_eq!(
+        (num(&s["ok"]), num(&s["errors"])),
+        (n as f64, 0.0),
+        "{args:?}: {s}"
+    );
+    s["tls"].clone()
+}
+
 /// A megabyte request body in `dir`.
 fn megabyte_body(dir: &Path) -> String {
     let body = dir.join("body.bin");
@@ -269,6 +291,32 @@ fn aioquic_goaway_moves_the_run_to_new_connections() {
     // already sent (on one connection or another): those were refused and
     // volley sent them again.
     assert!(num(&counts["refused"]) > 0.0, "{counts}");
+}
+
+/// Our aioquic server keeps no sessions, so it issues no tickets: no QUIC
+/// handshake resumes, and `--0rtt` finds nothing to send early, yet every
+/// request is answered once.
+#[test]
+fn aioquic_without_tickets_resumes_nothing() {
+    let Some(python) = aioquic_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (server, cert) = Aioquic::start(&python, dir.path(), 0);
+    let tls = one_connection_at_a_time(&cert, 10, &server.url("/hi"), &["--0rtt"]);
+    assert_eq!(
+        (
+            num(&tls["handshakes"]),
+            num(&tls["resumed"]),
+            num(&tls["zero_rtt_tried"])
+        ),
+        (10.0, 0.0, 0.0),
+        "{tls}"
+    );
+    let counts = server.counts();
+    assert_eq!(
+        (counts["requests"].as_u64(), counts["connections"].as_u64()),
+        (Some(10), Some(10)),
+        "{counts}"
+    );
 }
 
 // --- Caddy ---------------------------------------------------------------
@@ -413,4 +461,37 @@ fn caddy_proxies_megabyte_uploads_and_sends_100_kb_bodies() {
     let s = h3_run(&cert, 200, 4, &caddy.url("/big"), &[]);
     assert!(num(&s["bytes"]) >= 200.0 * 100_000.0, "{s}");
     assert_eq!(caddy.logged("/big", 200), 200);
+}
+
+/// Caddy (Go's TLS, quic-go) issues session tickets: one connection at a
+/// time, every QUIC handshake after the first resumes. With `--0rtt` each
+/// resumed connection sends its request as early data, which Caddy takes;
+/// but it answers early data at once and sends its new ticket only once
+/// the handshake is confirmed, after volley has its answer and (with
+/// `--no-keepalive`) has closed: the next connection has no ticket left
+/// and does a full handshake, so about every other one resumes. The counts
+/// say so exactly: every resumed connection tried 0-RTT, and every one was
+/// accepted.
+#[test]
+fn caddy_resumes_sessions_and_takes_0rtt() {
+    let Some(bin) = caddy_bin() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let unused: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let (caddy, cert) = Caddy::start(&bin, dir.path(), unused);
+    let tls = one_connection_at_a_time(&cert, 10, &caddy.url("/hi"), &[]);
+    assert_eq!(
+        (num(&tls["handshakes"]), num(&tls["resumed"])),
+        (10.0, 9.0),
+        "{tls}"
+    );
+    let tls = one_connection_at_a_time(&cert, 10, &caddy.url("/hi"), &["--0rtt"]);
+    let resumed = num(&tls["resumed"]);
+    assert_eq!(num(&tls["handshakes"]), 10.0, "{tls}");
+    assert!(resumed >= 4.0, "at least every other connection: {tls}");
+    assert_eq!(
+        (num(&tls["zero_rtt_tried"]), num(&tls["zero_rtt_accepted"])),
+        (resumed, resumed),
+        "{tls}"
+    );
+    assert_eq!(caddy.logged("/hi", 20), 20, "each request served once");
 }

@@ -304,10 +304,22 @@ fn silent_and_closed_ports_fail_as_connect_errors_within_the_timeout() {
     assert!(s["error_examples"].to_string().contains("refused"), "{s}");
 }
 
+/// Flags HTTP/3 cannot take, and `--0rtt` without HTTP/3 or without
+/// resumption: each a usage error in one line.
 #[test]
 fn http3_needs_https_and_takes_no_pipelining() {
     for args in [
-        &["run", "--http3", "-n", "1", "http://127.0.0.1:9/"][..],
+        &["run", "--0rtt", "-n", "1", "https://127.0.0.1:9/"][..],
+        &[
+            "run",
+            "--http3",
+            "--0rtt",
+            "--no-tls-resume",
+            "-n",
+            "1",
+            "https://127.0.0.1:9/",
+        ],
+        &["run", "--http3", "-n", "1", "http://127.0.0.1:9/"],
         &[
             "run",
             "--http3",
@@ -368,43 +380,41 @@ impl Drop for ServeProcess {
     }
 }
 
-/// A server that crashes and comes back on the same port no longer knows
-/// the connections: it answers their packets with a stateless reset. The
-/// streams cut by it fail as resets that say so, and the run goes on with
-/// new connections to the new server.
-#[test]
-fn a_stateless_reset_after_a_server_restart_is_a_reset_and_the_run_goes_on() {
+/// `volley run --http3 --insecure -q` with `args` against `path` of a
+/// `volley serve --tls --http3` process that crashes after `crash_ms` and
+/// comes back on the same port at once; the run's report. Alone: the
+/// timing matters.
+pub(super) fn run_across_a_restart(args: &[&str], path: &str, crash_ms: u64) -> Value {
     let _alone = exclusive();
     let port = super::support::free_udp_and_tcp_port();
     let mut first = ServeProcess::start(port);
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args([
-            "run",
-            "--http3",
-            "--insecure",
-            "-c",
-            "2",
-            "-d",
-            "3s",
-            "--timeout",
-            "2s",
-            "-q",
-            "--output",
-        ])
+        .args(["run", "--http3", "--insecure", "-q"])
+        .args(args)
+        .arg("--output")
         .arg(&report)
-        .arg(format!("https://127.0.0.1:{port}/sleep/20"))
+        .arg(format!("https://127.0.0.1:{port}{path}"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("volley run starts");
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(Duration::from_millis(crash_ms));
     first.crash();
     let _second = ServeProcess::start(port);
     let out = run.wait_with_output().unwrap();
     assert!(out.status.code().is_some(), "volley run ended by itself");
-    let report = super::support::read_report(&report);
+    super::support::read_report(&report)
+}
+
+/// A server that crashes and comes back on the same port no longer knows
+/// the connections: it answers their packets with a stateless reset. The
+/// streams cut by it fail as resets that say so, and the run goes on with
+/// new connections to the new server.
+#[test]
+fn a_stateless_reset_after_a_server_restart_is_a_reset_and_the_run_goes_on() {
+    let report = run_across_a_restart(&["-c", "2", "-d", "3s", "--timeout", "2s"], "/sleep/20", 1000);
     let s = summary(&report);
     assert!(num(&s["errors_by_kind"]["reset"]) >= 1.0, "{s}");
     assert!(s["error_examples"].to_string().contains("stateless reset"), "{s}");

@@ -8,6 +8,7 @@ mod follow;
 mod fuzz_inputs;
 mod h3_hostile;
 mod h3_interop;
+mod h3_resume;
 mod hostile;
 mod hostile_h2;
 mod html;

@@ -217,7 +217,11 @@ function runSection(parent, run, index, ctx) {
   }
   if (s.tls) {
     htmlNode('p', { class: 'tls' }, node,
-      `TLS: ${formatNumber(s.tls.handshakes)} handshakes (${formatNumber(s.tls.resumed)} resumed), taking p50 `
+      `TLS: ${formatNumber(s.tls.handshakes)} handshakes (${formatNumber(s.tls.resumed)} resumed`
+      + (s.tls.zero_rtt_tried
+        ? `; 0-RTT ${formatNumber(s.tls.zero_rtt_tried)} tried, ${formatNumber(s.tls.zero_rtt_accepted || 0)} accepted`
+        : '')
+      + `), taking p50 `
       + `${ms(s.tls.handshake_ms.p50)}, p99 ${ms(s.tls.handshake_ms.p99)}, max ${ms(s.tls.handshake_ms.max)}.`);
   }
   scheduleWords(node, s.schedule);
