@@ -9,6 +9,7 @@
 
 use super::http3::{h3_run, h3_target, h3_url};
 use super::metrics::{samples, scrape_while_running};
+use super::otlp::{self, Collector};
 use super::receivers::{Prometheus, free_port, prometheus_installed};
 use super::shard::{merge, run_shards};
 use super::support::{exclusive, num, read_report, stderr, summary, target, volley_json, wait_for_stats};
@@ -213,6 +214,62 @@ fn metric_outputs_record_an_http3_run() {
             num(&summary(&report)["ok"])
         );
     }
+}
+
+/// OTLP during an HTTP/3 run: a real OpenTelemetry Collector gets the
+/// run's exact totals, as after a run over TCP (see `otlp.rs`).
+#[test]
+fn an_opentelemetry_collector_receives_an_http3_run_s_totals() {
+    let Some(collector) = Collector::start() else {
+        return;
+    };
+    let _alone = exclusive();
+    let server = h3_target();
+    let report = h3_run(&[
+        "-n",
+        "5000",
+        "-c",
+        "4",
+        "--streams",
+        "4",
+        "--interval",
+        "200ms",
+        "--run-id",
+        "otlp-h3",
+        "--out",
+        &format!("otlp=http://{}", collector.addr),
+        &h3_url(&server, "/hi"),
+    ]);
+    let lines = collector.stop();
+    let output = &report["outputs"][0];
+    assert_eq!(
+        (output["kind"].as_str(), output["dropped"].as_u64()),
+        (Some("otlp"), Some(0))
+    );
+    assert_eq!(
+        lines.lines().count() as u64,
+        output["delivered"].as_u64().unwrap()
+    );
+    let s = summary(&report);
+    assert_eq!((num(&s["requests"]), num(&s["ok"])), (5000.0, 5000.0), "{s}");
+
+    let requests = otlp::points(&lines, "volley.requests");
+    let last = requests.last().expect("volley.requests arrived");
+    assert_eq!(otlp::attribute(last, "run"), Some("otlp-h3"));
+    assert_eq!(otlp::int(&last["asInt"]), 5000);
+    let ok = otlp::points(&lines, "volley.responses");
+    let ok = ok
+        .iter()
+        .rfind(|p| otlp::attribute(p, "status") == Some("200"))
+        .expect("volley.responses for 200 arrived");
+    assert_eq!(otlp::int(&ok["asInt"]), 5000);
+    let durations = otlp::points(&lines, "volley.request.duration");
+    let hist = durations.last().expect("volley.request.duration arrived");
+    assert_eq!(otlp::int(&hist["count"]), 5000);
+    assert!(
+        otlp::points(&lines, "volley.request.errors").is_empty(),
+        "nothing failed"
+    );
 }
 
 /// An HTTP/3 server of the test's own (quinn and h3) on a free loopback UDP
