@@ -7,6 +7,7 @@
 use crate::cli::RunArgs;
 use crate::target::Target;
 use rustls::RootCertStore;
+use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::sign::CertifiedKey;
@@ -19,8 +20,10 @@ use tokio_rustls::TlsConnector;
 mod errors;
 mod insecure;
 mod pinned;
+mod refused;
 pub use errors::describe;
 use insecure::AcceptAnyCertificate;
+pub use refused::{forget_refusal, take_refusal};
 
 /// The TLS flags of a plan, resolved. The report shows the files by name.
 #[derive(Clone, Debug, Serialize)]
@@ -262,12 +265,8 @@ impl TlsSetup {
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(TlsError::Setup)?;
-        let builder = if options.insecure {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-        } else if options.pinned.is_empty() {
-            builder.with_root_certificates(trust_roots(options)?)
+        let verifier: Arc<dyn ServerCertVerifier> = if options.insecure {
+            Arc::new(AcceptAnyCertificate(provider))
         } else {
             let verified = rustls::client::WebPkiServerVerifier::builder_with_provider(
                 Arc::new(trust_roots(options)?),
@@ -275,13 +274,19 @@ impl TlsSetup {
             )
             .build()
             .map_err(TlsError::Verifier)?;
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(pinned::PinnedOrVerified {
+            if options.pinned.is_empty() {
+                verified
+            } else {
+                Arc::new(pinned::PinnedOrVerified {
                     verified,
                     pinned: options.pinned.clone(),
-                }))
+                })
+            }
         };
+        // What it refuses is kept for QUIC, which loses the error itself.
+        let builder = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(refused::Remembering(verifier)));
         let mut config = match &options.identity {
             Some(identity) => builder
                 .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(identity.clone()))),

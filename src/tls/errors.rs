@@ -4,7 +4,8 @@
 //! UnknownIssuer", "received fatal alert: CertificateRequired"); the cases a
 //! load test meets most (an untrusted certificate, the wrong name, a server
 //! that wants a client certificate) say here what is wrong and which flag
-//! changes it. Anything else keeps rustls' text.
+//! changes it. Anything else keeps rustls' text. Over QUIC too: see
+//! `refused.rs`.
 
 use rustls::{AlertDescription as Alert, CertificateError, Error};
 

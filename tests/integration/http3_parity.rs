@@ -410,6 +410,39 @@ fn sni_over_quic_is_sent_and_names_the_certificate_to_verify() {
     );
 }
 
+/// A certificate volley refuses reads the same over QUIC as over TCP: the
+/// embedded target's own (self-signed), untrusted, then trusted with
+/// `--cacert` but checked against another name.
+#[test]
+fn a_refused_certificate_reads_the_same_over_quic_as_over_tcp() {
+    let server = h3_target();
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("serve.pem");
+    std::fs::write(&pem, server.cert_pem().expect("a TLS target")).unwrap();
+    let url = h3_url(&server, "/hi");
+    // The same run over TCP, then over QUIC: both examples.
+    let both = |flags: &[&str]| {
+        let mut args = vec!["-c", "1"];
+        args.extend_from_slice(flags);
+        args.push(url.as_str());
+        let tcp = all_tls_errors(2, &args);
+        args.insert(0, "--http3");
+        (tcp, all_tls_errors(2, &args))
+    };
+    let (tcp, quic) = both(&[]);
+    assert!(
+        tcp.starts_with("certificate signed by an unknown issuer"),
+        "{tcp}"
+    );
+    assert_eq!(quic, tcp);
+    let (tcp, quic) = both(&["--cacert", pem.to_str().unwrap(), "--sni", "wrong.example"]);
+    assert!(
+        tcp.starts_with("certificate not valid for name \"wrong.example\": it is for \"localhost\""),
+        "{tcp}"
+    );
+    assert_eq!(quic, tcp);
+}
+
 /// Without `--http3` a server's HTTP/3 advert changes nothing but what
 /// `-v` says at the end: one note, however many responses carried it.
 #[test]
