@@ -13,7 +13,9 @@ use super::otlp::{self, Collector};
 use super::receivers::{Prometheus, free_port, prometheus_installed};
 use super::shard::{merge, run_shards};
 use super::support::{exclusive, num, read_report, stderr, summary, target, volley_json, wait_for_stats};
-use super::tls::{Leaf, Pki, Server, all_ok, all_tls_errors, provider, serve_on_thread};
+use super::tls::{
+    Leaf, Pki, Server, all_ok, all_tls_errors, provider, serve, serve_on_thread, server_config,
+};
 use bytes::Bytes;
 use rcgen::ExtendedKeyUsagePurpose;
 use serde_json::Value;
@@ -440,6 +442,29 @@ fn a_refused_certificate_reads_the_same_over_quic_as_over_tcp() {
         tcp.starts_with("certificate not valid for name \"wrong.example\": it is for \"localhost\""),
         "{tcp}"
     );
+    assert_eq!(quic, tcp);
+}
+
+/// An expired certificate, from a test CA the run trusts, served over TCP
+/// and over QUIC: the same words, with the date it expired.
+#[test]
+fn an_expired_certificate_reads_the_same_over_quic_as_over_tcp() {
+    let pki = Pki::new();
+    let leaf = pki.expired_server_leaf(&["127.0.0.1"]);
+    let copy = Leaf {
+        chain: leaf.chain.clone(),
+        key: leaf.key.clone_key(),
+    };
+    let over_tcp = serve(server_config(leaf));
+    let over_quic = serve_h3(server_config(copy));
+    let ca = pki.ca_file();
+    let url = |server: &Server| format!("https://127.0.0.1:{}/", server.port());
+    let tcp = all_tls_errors(2, &["-c", "1", "--cacert", &ca, &url(&over_tcp)]);
+    assert_eq!(
+        tcp,
+        "certificate expired: it was valid until 2020-01-01T00:00:00Z (--insecure skips the check)"
+    );
+    let quic = all_tls_errors(2, &["--http3", "-c", "1", "--cacert", &ca, &url(&over_quic)]);
     assert_eq!(quic, tcp);
 }
 
