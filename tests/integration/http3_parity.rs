@@ -243,15 +243,7 @@ fn an_opentelemetry_collector_receives_an_http3_run_s_totals() {
         &h3_url(&server, "/hi"),
     ]);
     let lines = collector.stop();
-    let output = &report["outputs"][0];
-    assert_eq!(
-        (output["kind"].as_str(), output["dropped"].as_u64()),
-        (Some("otlp"), Some(0))
-    );
-    assert_eq!(
-        lines.lines().count() as u64,
-        output["delivered"].as_u64().unwrap()
-    );
+    otlp::all_delivered(&report, &lines);
     let s = summary(&report);
     assert_eq!((num(&s["requests"]), num(&s["ok"])), (5000.0, 5000.0), "{s}");
 

@@ -80,6 +80,20 @@ pub(super) fn int(v: &Value) -> u64 {
         .unwrap_or_else(|| panic!("not an integer: {v}"))
 }
 
+/// The report's one output is OTLP, dropped nothing, and delivered each
+/// batch the collector wrote (`lines`).
+pub(super) fn all_delivered(report: &Value, lines: &str) {
+    let output = &report["outputs"][0];
+    assert_eq!(
+        (output["kind"].as_str(), output["dropped"].as_u64()),
+        (Some("otlp"), Some(0))
+    );
+    assert_eq!(
+        lines.lines().count() as u64,
+        output["delivered"].as_u64().unwrap()
+    );
+}
+
 /// A collector on a free loopback port, writing what it accepts to a file
 /// of its own.
 pub(super) struct Collector {
@@ -176,15 +190,7 @@ fn an_opentelemetry_collector_receives_the_run_s_totals() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
     let report = read_report(&report_path);
-    let output = &report["outputs"][0];
-    assert_eq!(
-        (output["kind"].as_str(), output["dropped"].as_u64()),
-        (Some("otlp"), Some(0))
-    );
-    assert_eq!(
-        lines.lines().count() as u64,
-        output["delivered"].as_u64().unwrap()
-    );
+    all_delivered(&report, &lines);
 
     let requests = points(&lines, "volley.requests");
     let last = requests.last().expect("volley.requests arrived");
