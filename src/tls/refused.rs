@@ -96,54 +96,26 @@ impl ServerCertVerifier for Remembering {
 mod tests {
     use super::*;
 
-    #[derive(Debug)]
-    struct Refusing;
-
-    impl ServerCertVerifier for Refusing {
-        fn verify_server_cert(
-            &self,
-            _: &CertificateDer<'_>,
-            _: &[CertificateDer<'_>],
-            _: &ServerName<'_>,
-            _: &[u8],
-            _: UnixTime,
-        ) -> Result<ServerCertVerified, Error> {
-            Err(Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer))
-        }
-
-        fn verify_tls12_signature(
-            &self,
-            _: &[u8],
-            _: &CertificateDer<'_>,
-            _: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, Error> {
-            Ok(HandshakeSignatureValid::assertion())
-        }
-
-        fn verify_tls13_signature(
-            &self,
-            _: &[u8],
-            _: &CertificateDer<'_>,
-            _: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, Error> {
-            Ok(HandshakeSignatureValid::assertion())
-        }
-
-        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-            Vec::new()
-        }
-    }
-
+    /// A verifier trusting one self-signed certificate refuses another.
     #[test]
     fn a_refusal_is_taken_once_on_its_own_thread() {
-        let verifier = Remembering(Arc::new(Refusing));
+        let make = || rcgen::generate_simple_self_signed(vec!["volley.test".to_string()]).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(make().cert.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .unwrap();
+        let verifier = Remembering(webpki);
+        let stranger = make();
         let name = ServerName::try_from("volley.test").unwrap();
         let refused = || {
             verifier
-                .verify_server_cert(&CertificateDer::from(vec![]), &[], &name, &[], UnixTime::now())
+                .verify_server_cert(stranger.cert.der(), &[], &name, &[], UnixTime::now())
                 .unwrap_err()
         };
         let err = refused();
+        assert!(matches!(err, Error::InvalidCertificate(_)), "{err:?}");
         assert_eq!(take_refusal(), Some(err));
         assert_eq!(take_refusal(), None);
         refused();
