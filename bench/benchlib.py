@@ -155,6 +155,29 @@ def volley_figures(cmd, cores, limit):
     }
 
 
+def oha_figures(cmd, cores, limit):
+    """Runs an `oha --no-tui --output-format json ...` command line and returns
+    its figures. Requests and req/s count the responses: oha also counts
+    the requests a `-z` deadline cut short ("aborted due to deadline"),
+    which are neither errors nor answered."""
+    proc, cpu, rss = measured(cmd, cores, limit)
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(f"oha failed: {' '.join(cmd)}\n{proc.stderr.strip()}")
+    answered = sum(data.get("statusCodeDistribution", {}).values())
+    errors = {k: v for k, v in data.get("errorDistribution", {}).items() if k != "aborted due to deadline"}
+    return {
+        "rps": answered / data["summary"]["total"],
+        "requests": answered,
+        "errors": sum(errors.values()),
+        "error_names": sorted(errors),
+        "p50_ms": data["latencyPercentiles"]["p50"] * 1000,
+        "cpu_us_per_req": 1e6 * cpu / max(answered, 1),
+        "rss_mb": rss / 1024,
+    }
+
+
 def to_ms(value, unit):
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 

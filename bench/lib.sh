@@ -33,3 +33,20 @@ use_shb() {
   SHB_VERSION="$(cargo install --list --root "$peers" | sed -n 's/^shb \(v[^:]*\):$/shb \1/p')"
   export SHB SHB_VERSION
 }
+
+# use_oha_h3: oha built with its http3 feature (h3 and quinn), pinned to
+# OHA_H3_VERSION and installed with cargo into target/peers-oha-h3 (a
+# cache of its own, so that a plain `oha` elsewhere, without HTTP/3, is
+# neither used nor replaced) when missing; exports OHA_H3 (its path) and
+# OHA_H3_VERSION for the Python side. oha's README asks for nothing but the
+# feature: no RUSTFLAGS.
+OHA_H3_VERSION=1.16.0
+use_oha_h3() {
+  local peers="$PWD/target/peers-oha-h3"
+  if ! cargo install --list --root "$peers" 2>/dev/null | grep -qx "oha v$OHA_H3_VERSION:"; then
+    echo "installing oha $OHA_H3_VERSION (http3) with cargo into $peers (takes several minutes) ..."
+    cargo install oha --version "$OHA_H3_VERSION" --locked --features http3 --root "$peers" >/dev/null
+  fi
+  OHA_H3="$peers/bin/oha"
+  export OHA_H3 OHA_H3_VERSION
+}

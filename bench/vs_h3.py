@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""volley's HTTP/3 against shb's, and against volley's own HTTP/2 over TLS.
+"""volley's HTTP/3 against oha's and shb's, and against volley's own HTTP/2
+over TLS.
 
-The target is `volley serve --tls --http3` (quinn and the h3 crates: an
-HTTP/3 implementation independent of both generators), pinned to the last
-core; each generator runs one thread pinned to the other core(s). Tools
-alternate within each round; each process's own CPU time and peak RSS come
-from GNU time, and the medians are printed as ratios: volley's h3 CPU per
-request against shb's (unbatched, `--batch-size 1 --batch-linger 1`, and as
-it runs by default) and against volley's own h2 over TLS at the same load.
-Every load goes to 127.0.0.1 and every run is bounded by its duration plus
-a hard timeout.
+The target is `volley serve --tls --http3` (quinn and the h3 crates), pinned
+to the last core; each generator runs one thread pinned to the other
+core(s). oha's HTTP/3 is the same quinn and h3 crates as the target's, on a
+tokio runtime (`--worker-threads 1`; `-p` streams per QUIC connection, as
+for HTTP/2); shb's is its own, on io_uring. Tools alternate within each
+round; each process's own CPU time and peak RSS come from GNU time, and the
+medians are printed as ratios: volley's h3 CPU per request and req/s
+against oha's, against shb's (unbatched, `--batch-size 1 --batch-linger 1`,
+and as it runs by default) and CPU per request against volley's own h2
+over TLS at the same load. Every load goes to 127.0.0.1 and every run is
+bounded by its duration plus a hard timeout.
 """
 
 import argparse
@@ -18,7 +21,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import VOLLEY, CaseRows, alternate, free_port, publish, stop, volley_figures
+from benchlib import VOLLEY, CaseRows, alternate, free_port, oha_figures, publish, stop, volley_figures
 from vs_shb import run_shb
 
 
@@ -46,6 +49,16 @@ def run_shb_h3(batched):
     return run_shb(batched, ["--http3"])
 
 
+def run_oha_h3(url, conns, secs, cores, streams):
+    cmd = [os.environ.get("OHA_H3", "oha"), "--no-tui", "--output-format", "json", "--http-version", "3",
+           "--insecure", "--worker-threads", "1", "-c", str(conns), "-p", str(streams), "-z", f"{secs}s", url]
+    figures = oha_figures(cmd, cores, secs + 60)
+    if figures["errors"]:
+        # A peer that fails its requests measures nothing comparable.
+        raise SystemExit(f"oha's HTTP/3 failed requests ({', '.join(figures['error_names'])}): {' '.join(cmd)}")
+    return figures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
@@ -62,9 +75,10 @@ def main():
     time.sleep(0.2)
     url = f"https://127.0.0.1:{port}/hi"
     shb_version = os.environ.get("SHB_VERSION", "shb")
+    oha_version = f"oha v{os.environ['OHA_H3_VERSION']} (http3 feature)" if "OHA_H3_VERSION" in os.environ else "oha"
     print(f"volley serve --tls --http3 on core {target_core}; generators one thread on core(s) {gen_cores}; "
-          f"{shb_version}; {args.rounds} rounds of {args.secs} s")
-    tools = [("volley h3", run_volley("http3")), ("volley h2", run_volley("http2")),
+          f"{oha_version}; {shb_version}; {args.rounds} rounds of {args.secs} s")
+    tools = [("volley h3", run_volley("http3")), ("volley h2", run_volley("http2")), ("oha h3", run_oha_h3),
              ("shb h3 unbatched", run_shb_h3(False)), ("shb h3", run_shb_h3(True))]
     results = []
     try:
@@ -81,6 +95,12 @@ def main():
         case = CaseRows(label, rounds, rows)
         cpu, rps, row = case.cpu, case.rps, case.add
 
+        ratio = cpu("volley h3") / cpu("oha h3")
+        row("CPU/request, h3 vs oha h3", f"{cpu('volley h3'):.2f} us", f"{cpu('oha h3'):.2f} us (oha)", ratio,
+            "<= 0.2", ratio <= 0.2)
+        ratio = rps("volley h3") / rps("oha h3")
+        row("req/s, h3 vs oha h3", f"{rps('volley h3'):,.0f}", f"{rps('oha h3'):,.0f} (oha)", ratio,
+            ">= 1.0 unless the target is the limit", ratio >= 1.0)
         ratio = cpu("volley h3") / cpu("shb h3 unbatched")
         row("CPU/request, h3 vs shb h3 unbatched", f"{cpu('volley h3'):.2f} us", f"{cpu('shb h3 unbatched'):.2f} us",
             ratio, "<= 1.0", ratio <= 1.0)
@@ -94,7 +114,7 @@ def main():
         row("CPU/request, volley's h3 vs its h2 over TLS", f"{cpu('volley h3'):.2f} us",
             f"{cpu('volley h2'):.2f} us (volley h2)", ratio, "<= 1.5", ratio <= 1.5)
     setup = (f"volley serve --tls --http3 pinned to core {target_core}, each generator one thread on core(s) "
-             f"{gen_cores}; {shb_version}; medians of {args.rounds} alternating rounds of {args.secs} s")
+             f"{gen_cores}; {oha_version}; {shb_version}; medians of {args.rounds} alternating rounds of {args.secs} s")
     publish("<!-- generated-h3:start -->", "<!-- generated-h3:end -->", setup, "peer", rows,
             write=not args.no_write)
 

@@ -12,13 +12,12 @@ Writes the figures between the generated markers of bench/RESULTS.md.
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
 
-from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, measured, median, publish, run_wrk, start_nginx,
+from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, median, oha_figures, publish, run_wrk, start_nginx,
                       start_pinned, stop, version, volley_figures)
 
 START_MARK = "<!-- generated:start -->"
@@ -48,17 +47,7 @@ def run_volley(url, conns, secs, cores, extra=()):
 
 def run_oha(url, conns, secs, cores, extra=()):
     cmd = ["oha", "--no-tui", "--output-format", "json", "-z", f"{secs}s", "-c", str(conns), *extra, url]
-    proc, cpu, rss = measured(cmd, cores, secs + 60)
-    data = json.loads(proc.stdout)
-    total = sum(data.get("statusCodeDistribution", {}).values())
-    return {
-        "rps": data["summary"]["requestsPerSec"],
-        "requests": total,
-        "errors": sum(data.get("errorDistribution", {}).values()),
-        "p50_ms": data["latencyPercentiles"]["p50"] * 1000,
-        "cpu_us_per_req": 1e6 * cpu / max(total, 1),
-        "rss_mb": rss / 1024,
-    }
+    return oha_figures(cmd, cores, secs + 60)
 
 
 def main():

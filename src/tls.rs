@@ -17,14 +17,14 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsConnector;
 
-mod counted;
 mod errors;
 mod insecure;
+mod observed;
 mod pinned;
-use counted::Counted;
-pub use counted::verifications;
 pub use errors::describe;
 use insecure::AcceptAnyCertificate;
+use observed::Observed;
+pub use observed::{forget_refusal, take_refusal, verifications};
 
 /// The TLS flags of a plan, resolved. The report shows the files by name.
 #[derive(Clone, Debug, Serialize)]
@@ -290,11 +290,12 @@ impl TlsSetup {
                 })
             }
         };
-        // Counted, so that QUIC's handshakes, whose rustls session quinn
-        // keeps to itself, are told full or resumed (see `tls/counted.rs`).
+        // Observed, so that QUIC, whose rustls session quinn-proto keeps to
+        // itself, can tell a resumed handshake from a full one and word a
+        // refused certificate as TCP does (see `tls/observed.rs`).
         let builder = builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Counted(verifier)));
+            .with_custom_certificate_verifier(Arc::new(Observed(verifier)));
         let mut config = match &options.identity {
             Some(identity) => builder
                 .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(identity.clone()))),

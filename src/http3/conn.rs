@@ -160,7 +160,7 @@ struct Inner {
     /// When the first datagram was made, for the handshake's time.
     began: Instant,
     /// The handshake checked the server's certificate: a full one, not a
-    /// resumption (see `tls/counted.rs`).
+    /// resumption (see `tls/observed.rs`).
     certificate_checked: bool,
     /// Streams may start before the handshake is done (0-RTT).
     early: bool,
@@ -169,6 +169,8 @@ struct Inner {
     early_deadline: Option<(Instant, std::time::Duration)>,
     /// The finished handshake, until a lane records it.
     handshake: Option<Handshake>,
+    /// Why the certificate verifier refused the server, if it did.
+    refused: Option<rustls::Error>,
     dead: bool,
     /// Why the connection died, as a message for every stream it failed.
     death: Option<(ErrorKind, String)>,
@@ -309,6 +311,7 @@ impl Conn {
                 early: false,
                 early_deadline: None,
                 handshake: None,
+                refused: None,
                 dead: false,
                 death: None,
                 closing: false,
@@ -649,8 +652,10 @@ impl Inner {
             let now = Instant::now();
             // The handshake runs inside `handle_event`, on this thread, for
             // this connection alone: a certificate checked meanwhile was
-            // this connection's.
-            let checked = (!self.connected).then(crate::tls::verifications);
+            // this connection's, and why it was refused is picked up there
+            // (quinn-proto keeps only its text).
+            let handshaking = !self.connected;
+            let checked = handshaking.then(crate::tls::verifications);
             for meta in &meta[..count] {
                 let stride = if meta.stride == 0 { meta.len } else { meta.stride };
                 let ecn = meta
@@ -663,7 +668,13 @@ impl Inner {
                         self.endpoint
                             .handle(now, meta.addr, meta.dst_ip, ecn, data, &mut self.spare)
                     {
+                        if handshaking {
+                            crate::tls::forget_refusal();
+                        }
                         self.quic.handle_event(event);
+                        if handshaking && let Some(err) = crate::tls::take_refusal() {
+                            self.refused = Some(err);
+                        }
                     }
                 }
             }
@@ -828,7 +839,7 @@ impl Inner {
             match event {
                 Event::Connected => self.on_connected(),
                 Event::ConnectionLost { reason } => {
-                    let (kind, message) = describe_loss(&reason, self.connected);
+                    let (kind, message) = describe_loss(&reason, self.connected, self.refused.as_ref());
                     self.die(kind, message);
                 }
                 Event::Stream(StreamEvent::Readable { id }) => self.readable(id),
@@ -1238,9 +1249,13 @@ fn error_name(code: u64) -> String {
 
 /// What a lost connection means for the streams on it, and the words for
 /// it: a handshake that never completes is the connect's failure (or TLS's,
-/// when the server refused the handshake), an idle timeout or a close
-/// afterwards the stream's.
-fn describe_loss(reason: &ConnectionError, connected: bool) -> (ErrorKind, String) {
+/// when either side refused the handshake; `refused` is why volley's
+/// verifier did), an idle timeout or a close afterwards the stream's.
+fn describe_loss(
+    reason: &ConnectionError,
+    connected: bool,
+    refused: Option<&rustls::Error>,
+) -> (ErrorKind, String) {
     let kind = |after: ErrorKind| if connected { after } else { ErrorKind::Connect };
     match reason {
         ConnectionError::TimedOut if !connected => (
@@ -1279,12 +1294,14 @@ fn describe_loss(reason: &ConnectionError, connected: bool) -> (ErrorKind, Strin
         }
         ConnectionError::TransportError(err) => {
             let code = u64::from(err.code);
-            let kind = if (0x100..0x200).contains(&code) {
-                ErrorKind::Tls
-            } else {
-                kind(ErrorKind::Protocol)
-            };
-            (kind, format!("QUIC: {err}"))
+            match refused {
+                // The certificate volley refused, worded as over TCP.
+                Some(refused) if (0x100..0x200).contains(&code) => {
+                    (ErrorKind::Tls, crate::tls::describe(refused))
+                }
+                _ if (0x100..0x200).contains(&code) => (ErrorKind::Tls, format!("QUIC: {err}")),
+                _ => (kind(ErrorKind::Protocol), format!("QUIC: {err}")),
+            }
         }
         ConnectionError::Reset => (
             kind(ErrorKind::Reset),

@@ -2,9 +2,10 @@
 //!
 //! rustls' own text names enum variants ("invalid peer certificate:
 //! UnknownIssuer", "received fatal alert: CertificateRequired"); the cases a
-//! load test meets most (an untrusted certificate, the wrong name, a server
-//! that wants a client certificate) say here what is wrong and which flag
-//! changes it. Anything else keeps rustls' text.
+//! load test meets most (an untrusted certificate, the wrong name, one past
+//! or before its validity, a server that wants a client certificate) say
+//! here what is wrong and which flag changes it. Anything else keeps
+//! rustls' text. Over QUIC too: see `refused.rs`.
 
 use rustls::{AlertDescription as Alert, CertificateError, Error};
 
@@ -32,6 +33,20 @@ pub fn describe(err: &Error) -> String {
              pass --insecure, or serve one its CA issued and pass --cacert"
                 .to_string()
         }
+        // rustls says when it checked and the certificate's limit, both
+        // as seconds since 1970: the limit is the news, as a date.
+        Error::InvalidCertificate(CertificateError::ExpiredContext { not_after, .. }) => format!(
+            "certificate expired: it was valid until {} (--insecure skips the check)",
+            date(not_after.as_secs())
+        ),
+        Error::InvalidCertificate(CertificateError::Expired) => {
+            "certificate expired (--insecure skips the check)".to_string()
+        }
+        Error::InvalidCertificate(CertificateError::NotValidYetContext { not_before, .. }) => format!(
+            "certificate not valid yet: it is valid from {}; is this machine's clock right? \
+             (--insecure skips the check)",
+            date(not_before.as_secs())
+        ),
         Error::InvalidCertificate(CertificateError::NotValidForName) => {
             "certificate not valid for the server's name (--sni sets the name to check)".to_string()
         }
@@ -55,6 +70,12 @@ pub fn describe(err: &Error) -> String {
     }
 }
 
+/// A time given as seconds since 1970, as an RFC 3339 date in UTC.
+fn date(secs: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
 /// The names a certificate presents, as webpki spells them
 /// (`DnsName("a.example")`), shown as `"a.example"`.
 fn names(presented: &[String]) -> String {
@@ -75,7 +96,8 @@ fn names(presented: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rustls::pki_types::ServerName;
+    use rustls::pki_types::{ServerName, UnixTime};
+    use std::time::Duration;
 
     #[test]
     fn common_failures_name_the_problem_and_the_flag() {
@@ -107,6 +129,26 @@ mod tests {
         assert_eq!(
             rejected,
             "the server rejected the client certificate (alert UnknownCA)"
+        );
+    }
+
+    #[test]
+    fn validity_periods_are_dates() {
+        let expired = describe(&Error::InvalidCertificate(CertificateError::ExpiredContext {
+            time: UnixTime::since_unix_epoch(Duration::from_secs(1_800_000_000)),
+            not_after: UnixTime::since_unix_epoch(Duration::from_secs(1_577_836_800)),
+        }));
+        assert_eq!(
+            expired,
+            "certificate expired: it was valid until 2020-01-01T00:00:00Z (--insecure skips the check)"
+        );
+        let early = describe(&Error::InvalidCertificate(CertificateError::NotValidYetContext {
+            time: UnixTime::since_unix_epoch(Duration::from_secs(1_577_836_800)),
+            not_before: UnixTime::since_unix_epoch(Duration::from_secs(1_800_000_000)),
+        }));
+        assert!(
+            early.starts_with("certificate not valid yet: it is valid from 2027-01-15T08:00:00Z;"),
+            "{early}"
         );
     }
 

@@ -9,10 +9,13 @@
 
 use super::http3::{h3_run, h3_target, h3_url};
 use super::metrics::{samples, scrape_while_running};
+use super::otlp::{self, Collector};
 use super::receivers::{Prometheus, free_port, prometheus_installed};
 use super::shard::{merge, run_shards};
 use super::support::{exclusive, num, read_report, stderr, summary, target, volley_json, wait_for_stats};
-use super::tls::{Leaf, Pki, Server, all_ok, all_tls_errors, provider, serve_on_thread};
+use super::tls::{
+    Leaf, Pki, Server, all_ok, all_tls_errors, provider, serve, serve_on_thread, server_config,
+};
 use bytes::Bytes;
 use rcgen::ExtendedKeyUsagePurpose;
 use serde_json::Value;
@@ -215,6 +218,54 @@ fn metric_outputs_record_an_http3_run() {
     }
 }
 
+/// OTLP during an HTTP/3 run: a real OpenTelemetry Collector gets the
+/// run's exact totals, as after a run over TCP (see `otlp.rs`).
+#[test]
+fn an_opentelemetry_collector_receives_an_http3_run_s_totals() {
+    let Some(collector) = Collector::start() else {
+        return;
+    };
+    let _alone = exclusive();
+    let server = h3_target();
+    let report = h3_run(&[
+        "-n",
+        "5000",
+        "-c",
+        "4",
+        "--streams",
+        "4",
+        "--interval",
+        "200ms",
+        "--run-id",
+        "otlp-h3",
+        "--out",
+        &format!("otlp=http://{}", collector.addr),
+        &h3_url(&server, "/hi"),
+    ]);
+    let lines = collector.stop();
+    otlp::all_delivered(&report, &lines);
+    let s = summary(&report);
+    assert_eq!((num(&s["requests"]), num(&s["ok"])), (5000.0, 5000.0), "{s}");
+
+    let requests = otlp::points(&lines, "volley.requests");
+    let last = requests.last().expect("volley.requests arrived");
+    assert_eq!(otlp::attribute(last, "run"), Some("otlp-h3"));
+    assert_eq!(otlp::int(&last["asInt"]), 5000);
+    let ok = otlp::points(&lines, "volley.responses");
+    let ok = ok
+        .iter()
+        .rfind(|p| otlp::attribute(p, "status") == Some("200"))
+        .expect("volley.responses for 200 arrived");
+    assert_eq!(otlp::int(&ok["asInt"]), 5000);
+    let durations = otlp::points(&lines, "volley.request.duration");
+    let hist = durations.last().expect("volley.request.duration arrived");
+    assert_eq!(otlp::int(&hist["count"]), 5000);
+    assert!(
+        otlp::points(&lines, "volley.request.errors").is_empty(),
+        "nothing failed"
+    );
+}
+
 /// An HTTP/3 server of the test's own (quinn and h3) on a free loopback UDP
 /// port with `config` (its ALPN set to `h3`), answering every request with
 /// `ok`; `accepted` counts the connections whose handshake completed. It
@@ -351,6 +402,62 @@ fn sni_over_quic_is_sent_and_names_the_certificate_to_verify() {
         sent.iter().all(|n| n.as_deref() == Some("wrong.example")),
         "{sent:?}"
     );
+}
+
+/// A certificate volley refuses reads the same over QUIC as over TCP: the
+/// embedded target's own (self-signed), untrusted, then trusted with
+/// `--cacert` but checked against another name.
+#[test]
+fn a_refused_certificate_reads_the_same_over_quic_as_over_tcp() {
+    let server = h3_target();
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("serve.pem");
+    std::fs::write(&pem, server.cert_pem().expect("a TLS target")).unwrap();
+    let url = h3_url(&server, "/hi");
+    // The same run over TCP, then over QUIC: both examples.
+    let both = |flags: &[&str]| {
+        let mut args = vec!["-c", "1"];
+        args.extend_from_slice(flags);
+        args.push(url.as_str());
+        let tcp = all_tls_errors(2, &args);
+        args.insert(0, "--http3");
+        (tcp, all_tls_errors(2, &args))
+    };
+    let (tcp, quic) = both(&[]);
+    assert!(
+        tcp.starts_with("certificate signed by an unknown issuer"),
+        "{tcp}"
+    );
+    assert_eq!(quic, tcp);
+    let (tcp, quic) = both(&["--cacert", pem.to_str().unwrap(), "--sni", "wrong.example"]);
+    assert!(
+        tcp.starts_with("certificate not valid for name \"wrong.example\": it is for \"localhost\""),
+        "{tcp}"
+    );
+    assert_eq!(quic, tcp);
+}
+
+/// An expired certificate, from a test CA the run trusts, served over TCP
+/// and over QUIC: the same words, with the date it expired.
+#[test]
+fn an_expired_certificate_reads_the_same_over_quic_as_over_tcp() {
+    let pki = Pki::new();
+    let leaf = pki.expired_server_leaf(&["127.0.0.1"]);
+    let copy = Leaf {
+        chain: leaf.chain.clone(),
+        key: leaf.key.clone_key(),
+    };
+    let over_tcp = serve(server_config(leaf));
+    let over_quic = serve_h3(server_config(copy));
+    let ca = pki.ca_file();
+    let url = |server: &Server| format!("https://127.0.0.1:{}/", server.port());
+    let tcp = all_tls_errors(2, &["-c", "1", "--cacert", &ca, &url(&over_tcp)]);
+    assert_eq!(
+        tcp,
+        "certificate expired: it was valid until 2020-01-01T00:00:00Z (--insecure skips the check)"
+    );
+    let quic = all_tls_errors(2, &["--http3", "-c", "1", "--cacert", &ca, &url(&over_quic)]);
+    assert_eq!(quic, tcp);
 }
 
 /// Without `--http3` a server's HTTP/3 advert changes nothing but what

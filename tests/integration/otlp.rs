@@ -12,7 +12,7 @@ use super::support::{exclusive, read_report, stderr, summary, target, url, volle
 use serde_json::Value;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn collector() -> Option<PathBuf> {
@@ -34,7 +34,7 @@ fn collector() -> Option<PathBuf> {
 }
 
 /// Every data point of `metric` in the collector's file, in arrival order.
-fn points(lines: &str, metric: &str) -> Vec<Value> {
+pub(super) fn points(lines: &str, metric: &str) -> Vec<Value> {
     let mut found = Vec::new();
     for line in lines.lines().filter(|l| !l.trim().is_empty()) {
         let batch: Value = serde_json::from_str(line).expect("the collector writes OTLP/JSON lines");
@@ -64,7 +64,7 @@ fn points(lines: &str, metric: &str) -> Vec<Value> {
     found
 }
 
-fn attribute<'a>(point: &'a Value, key: &str) -> Option<&'a str> {
+pub(super) fn attribute<'a>(point: &'a Value, key: &str) -> Option<&'a str> {
     point["attributes"]
         .as_array()?
         .iter()
@@ -73,39 +73,100 @@ fn attribute<'a>(point: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// OTLP/JSON writes 64-bit integers as strings.
-fn int(v: &Value) -> u64 {
+pub(super) fn int(v: &Value) -> u64 {
     v.as_str()
         .and_then(|s| s.parse().ok())
         .or(v.as_u64())
         .unwrap_or_else(|| panic!("not an integer: {v}"))
 }
 
+/// The report's one output is OTLP, dropped nothing, and delivered each
+/// batch the collector wrote (`lines`).
+pub(super) fn all_delivered(report: &Value, lines: &str) {
+    let output = &report["outputs"][0];
+    assert_eq!(
+        (output["kind"].as_str(), output["dropped"].as_u64()),
+        (Some("otlp"), Some(0))
+    );
+    assert_eq!(
+        lines.lines().count() as u64,
+        output["delivered"].as_u64().unwrap()
+    );
+}
+
+/// A collector on a free loopback port, writing what it accepts to a file
+/// of its own.
+pub(super) struct Collector {
+    child: Child,
+    pub(super) addr: SocketAddr,
+    file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Collector {
+    /// Starts one and waits until it takes connections; `None` where no
+    /// collector is built (see [`collector`]).
+    pub(super) fn start() -> Option<Collector> {
+        let bin = collector()?;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("metrics.jsonl");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/otelcol.yaml");
+        let mut child = Command::new(bin)
+            .arg("--config")
+            .arg(&config)
+            .env("OTELCOL_ENDPOINT", addr.to_string())
+            .env("OTELCOL_OUTPUT", &file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the collector starts");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the collector on {addr} did not come up"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "the collector exited");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Collector {
+            child,
+            addr,
+            file,
+            _dir: dir,
+        })
+    }
+
+    /// Stops it and returns what it wrote: one OTLP/JSON batch a line.
+    pub(super) fn stop(mut self) -> String {
+        // SIGTERM: the collector flushes its file on shutdown.
+        // SAFETY: signals our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+        std::fs::read_to_string(&self.file).expect("the collector wrote its file")
+    }
+}
+
+impl Drop for Collector {
+    /// A test that failed before [`Collector::stop`] leaves no collector
+    /// running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 #[test]
 fn an_opentelemetry_collector_receives_the_run_s_totals() {
-    let Some(bin) = collector() else { return };
+    let Some(collector) = Collector::start() else {
+        return;
+    };
     let _serial = exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("metrics.jsonl");
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/otelcol.yaml");
-    let mut child = Command::new(bin)
-        .arg("--config")
-        .arg(&config)
-        .env("OTELCOL_ENDPOINT", addr.to_string())
-        .env("OTELCOL_OUTPUT", &file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the collector starts");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the collector on {addr} did not come up"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "the collector exited");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let addr = collector.addr;
     let server = target();
     let report_path = dir.path().join("r.json");
     let out = volley(&[
@@ -125,23 +186,11 @@ fn an_opentelemetry_collector_receives_the_run_s_totals() {
         report_path.to_str().unwrap(),
         &url(&server, "/hi"),
     ]);
-    // SIGTERM: the collector flushes its file on shutdown.
-    // SAFETY: signals our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let _ = child.wait();
+    let lines = collector.stop();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
     let report = read_report(&report_path);
-    let output = &report["outputs"][0];
-    assert_eq!(
-        (output["kind"].as_str(), output["dropped"].as_u64()),
-        (Some("otlp"), Some(0))
-    );
-    let lines = std::fs::read_to_string(&file).expect("the collector wrote its file");
-    assert_eq!(
-        lines.lines().count() as u64,
-        output["delivered"].as_u64().unwrap()
-    );
+    all_delivered(&report, &lines);
 
     let requests = points(&lines, "volley.requests");
     let last = requests.last().expect("volley.requests arrived");

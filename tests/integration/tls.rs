@@ -57,6 +57,21 @@ impl Pki {
         let mut params =
             CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
         params.extended_key_usages = vec![usage];
+        self.sign(params, file)
+    }
+
+    /// A server certificate for `names` that was valid through 2019 only.
+    pub(super) fn expired_server_leaf(&self, names: &[&str]) -> Leaf {
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 1, 1);
+        self.sign(params, None)
+    }
+
+    /// Signs `params` with the CA (`file` as for [`Pki::issue`]).
+    fn sign(&self, params: CertificateParams, file: Option<&str>) -> Leaf {
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.ca).unwrap();
         if let Some(file) = file {
@@ -165,7 +180,7 @@ where
 }
 
 /// Starts a TLS server on its own thread; it lives until the test ends.
-fn serve(config: rustls::ServerConfig) -> Server {
+pub(super) fn serve(config: rustls::ServerConfig) -> Server {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
