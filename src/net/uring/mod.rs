@@ -19,12 +19,15 @@
 //! one turn in one send.
 //!
 //! A [`RingSocket`] is `AsyncRead + AsyncWrite`, so HTTP/1.1, HTTP/2 and
-//! TLS run over it unchanged. Written by hand rather than through a
+//! TLS run over it unchanged; a [`RingDatagram`] carries HTTP/3's UDP
+//! (`datagram`). Written by hand rather than through a
 //! completion runtime: it is the worker's I/O loop, the product's core, and
 //! it must keep tokio's timers and the pacer as they are.
 
+mod datagram;
 mod timer;
 
+pub use datagram::RingDatagram;
 pub use timer::RingSleep;
 
 use io_uring::types::BufRingEntry;
@@ -193,6 +196,16 @@ struct Slot {
     sending: Vec<u8>,
     sent: usize,
     send_in_flight: bool,
+    /// A UDP socket's ([`RingDatagram`]): each buffer received is one
+    /// datagram, and `queued` holds these batches of datagrams.
+    datagram: bool,
+    batches: Vec<datagram::Batch>,
+    /// The message headers of the GSO batches in flight.
+    headers: Vec<datagram::GsoHeader>,
+    /// A UDP socket's sends in flight, one per batch.
+    sends: u32,
+    /// A GSO send failed (a device without segmentation offload).
+    gso_refused: bool,
     /// A send's error (an errno): every later write fails with it.
     broken: Option<i32>,
     /// Listed in `Inner::to_send`.
@@ -518,26 +531,38 @@ impl Inner {
 
     /// Starts the sends queued this turn, then submits everything pushed.
     fn submit(&mut self) {
-        let mut listed = std::mem::take(&mut self.to_send);
-        for index in listed.drain(..) {
-            let slot = &mut self.slots[index];
-            slot.listed = false;
-            // A send in flight starts the next when it completes.
-            if slot.send_in_flight || slot.queued.is_empty() || slot.dropped {
-                continue;
+        // Twice at most: a send completed in the first pass may have had
+        // more queued behind it (listed again by `sent`), which goes out
+        // now rather than at a turn that may be long in coming.
+        for _ in 0..2 {
+            let mut listed = std::mem::take(&mut self.to_send);
+            for index in listed.drain(..) {
+                let slot = &mut self.slots[index];
+                slot.listed = false;
+                // A send in flight starts the next when it completes.
+                if slot.send_in_flight || slot.queued.is_empty() || slot.dropped {
+                    continue;
+                }
+                std::mem::swap(&mut slot.queued, &mut slot.sending);
+                slot.sent = 0;
+                match slot.datagram {
+                    true => self.start_datagram_sends(index),
+                    false => self.start_send(index),
+                }
             }
-            std::mem::swap(&mut slot.queued, &mut slot.sending);
-            slot.sent = 0;
-            self.start_send(index);
-        }
-        self.to_send = listed;
-        if self.unsubmitted || self.uring.submission().taskrun() {
-            self.unsubmitted = false;
-            // With deferred work pending this also runs it (the crate adds
-            // GETEVENTS): sends and receives done inline are reaped now,
-            // their loops woken for another pass of this turn.
-            let _ = self.uring.submit();
-            self.reap();
+            self.to_send = listed;
+            if self.unsubmitted || self.uring.submission().taskrun() {
+                self.unsubmitted = false;
+                // With deferred work pending this also runs it (the crate
+                // adds GETEVENTS): sends and receives done inline are
+                // reaped now, their loops woken for another pass of this
+                // turn.
+                let _ = self.uring.submit();
+                self.reap();
+            }
+            if self.to_send.is_empty() {
+                return;
+            }
         }
     }
 
@@ -573,6 +598,10 @@ impl Inner {
         }
         let slot = &mut self.slots[index];
         slot.receiving &= !last;
+        if slot.datagram && result >= 0 {
+            self.datagram_received(index, result, flags);
+            return;
+        }
         if result > 0 {
             let id = cqueue::buffer_select(flags).expect("a multishot receive picks a buffer");
             if slot.dropped {
@@ -592,6 +621,10 @@ impl Inner {
 
     fn sent(&mut self, index: usize, result: i32) {
         self.finished(index);
+        if self.slots[index].datagram {
+            self.datagram_sent(index, result);
+            return;
+        }
         let slot = &mut self.slots[index];
         slot.send_in_flight = false;
         if result < 0 {
@@ -627,6 +660,8 @@ impl Inner {
         slot.generation = slot.generation.wrapping_add(1);
         slot.queued = Vec::new();
         slot.sending = Vec::new();
+        slot.batches = Vec::new();
+        slot.headers = Vec::new();
         slot.reader = None;
         slot.writer = None;
         self.free.push(index);
@@ -722,6 +757,11 @@ impl Drop for RingSocket {
             inner.release(self.index);
             return;
         }
+        if slot.datagram {
+            // A UDP socket has no end of stream to end its receive with.
+            inner.cancel_receive(self.index);
+            return;
+        }
         if let Some(fd) = &slot.fd {
             // Ends the armed receive (it completes with the end of stream),
             // so the slot and its descriptor are freed with it; a plain close
@@ -777,9 +817,24 @@ pub fn probe() -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A runtime for a test of rings, or `None` (the test skipped) where
+    /// this kernel or sandbox refuses io_uring.
+    pub(in crate::net::uring) fn runtime_for_rings() -> Option<tokio::runtime::Runtime> {
+        if let Err(err) = probe() {
+            eprintln!("io_uring unavailable here ({err}): skipped");
+            return None;
+        }
+        Some(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+        )
+    }
 
     #[test]
     fn user_data_round_trips() {
@@ -794,14 +849,9 @@ mod tests {
     /// provided buffer, the end of stream, and the slot reused after.
     #[test]
     fn a_ring_socket_reads_writes_and_ends() {
-        if probe().is_err() {
-            eprintln!("io_uring unavailable here: skipped");
+        let Some(rt) = runtime_for_rings() else {
             return;
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        };
         rt.block_on(async {
             let ring = Ring::new(2).unwrap();
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

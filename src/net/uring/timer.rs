@@ -106,25 +106,17 @@ impl Future for RingSleep {
 
 #[cfg(test)]
 mod tests {
-    use super::super::probe;
+    use super::super::tests::runtime_for_rings;
     use super::*;
     use crate::sys::monotonic_clock;
     use std::time::Instant;
 
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    }
-
     #[test]
     fn a_newer_sleep_replaces_an_older_one_and_the_ring_still_closes() {
-        if probe().is_err() {
-            eprintln!("io_uring unavailable here: skipped");
+        let Some(rt) = runtime_for_rings() else {
             return;
-        }
-        runtime().block_on(async {
+        };
+        rt.block_on(async {
             let ring = Ring::new(1).unwrap();
             let began = Instant::now();
             ring.run(async {

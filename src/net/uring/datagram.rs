@@ -1,0 +1,393 @@
+//! UDP sockets on the worker's ring, for HTTP/3's QUIC connections.
+//!
+//! A connected UDP socket gets the same multishot receive as a TCP one,
+//! into the same provided buffers, and each completion is one datagram
+//! (the socket's owner leaves GRO off, so the kernel never joins datagrams
+//! that a plain receive could not split again). Datagrams to send are
+//! copied into the socket's queue and go out at the end of the turn, a
+//! send operation per batch (several datagrams of one size go as one GSO
+//! send, as quinn-udp sends them over epoll, which also spares the
+//! receiver's kernel work where it takes them whole with GRO), in the one
+//! `io_uring_enter` that submits the whole turn. Readiness costs a `sendmsg` per connection per turn, and a
+//! `recvmmsg` and an `epoll_wait` per connection woken; on the ring all of
+//! a turn's connections share one system call.
+
+use super::{Inner, Ring, RingSocket, SEND_QUEUE, keep_waker, user_data};
+use io_uring::{cqueue, opcode, squeue, types};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+/// A connected UDP socket driven by its worker's [`Ring`].
+pub struct RingDatagram {
+    socket: RingSocket,
+}
+
+impl Ring {
+    /// Takes over a connected UDP socket (with GRO off, see the module's
+    /// doc).
+    pub fn adopt_datagram(self: &Rc<Ring>, fd: OwnedFd) -> RingDatagram {
+        let socket = self.adopt(fd);
+        // Before any completion of its receive is reaped (at the next turn).
+        self.inner.borrow_mut().slots[socket.index].datagram = true;
+        RingDatagram { socket }
+    }
+}
+
+impl RingDatagram {
+    /// Hands `each` every datagram received since the last call, in order:
+    /// ready with how many there were, pending (`cx` woken by the next)
+    /// when there were none, or the error that ended the socket's
+    /// receives (an unreachable port, for one).
+    pub fn poll_recv(&self, cx: &mut Context<'_>, mut each: impl FnMut(&[u8])) -> Poll<io::Result<usize>> {
+        let index = self.socket.index;
+        let mut inner = self.socket.ring.inner.borrow_mut();
+        let inner = &mut *inner;
+        let slot = &mut inner.slots[index];
+        let mut count = 0;
+        while let Some((id, len)) = slot.received.pop_front() {
+            each(inner.provided.bytes(id, len as usize));
+            inner.provided.give_back(id);
+            count += 1;
+        }
+        if count == 0 {
+            if let Some(errno) = slot.ended {
+                return Poll::Ready(Err(io::Error::from_raw_os_error(errno)));
+            }
+            keep_waker(&mut slot.reader, cx);
+        }
+        // A receive ended for want of buffers: armed again, now that
+        // these are back (the datagrams it missed wait in the socket).
+        if !slot.receiving && slot.ended.is_none() {
+            inner.arm_receive(index);
+        }
+        match count {
+            0 => Poll::Pending,
+            count => Poll::Ready(Ok(count)),
+        }
+    }
+
+    /// Queues `contents` for the end of the turn: datagrams of `segment`
+    /// bytes each, the last one possibly shorter (a GSO batch). Pending
+    /// (`cx` woken when there is room) while the queue is full, or the
+    /// error an earlier send met.
+    pub fn poll_send(&self, cx: &mut Context<'_>, contents: &[u8], segment: usize) -> Poll<io::Result<()>> {
+        let index = self.socket.index;
+        let mut inner = self.socket.ring.inner.borrow_mut();
+        let inner = &mut *inner;
+        let slot = &mut inner.slots[index];
+        if let Some(errno) = slot.broken {
+            return Poll::Ready(Err(io::Error::from_raw_os_error(errno)));
+        }
+        if !slot.queued.is_empty() && slot.queued.len() + contents.len() > SEND_QUEUE {
+            keep_waker(&mut slot.writer, cx);
+            return Poll::Pending;
+        }
+        slot.queued.extend_from_slice(contents);
+        let segment = segment.clamp(1, usize::from(u16::MAX));
+        match contents.len() > segment && !slot.gso_refused {
+            true => slot.batches.push(Batch {
+                len: contents.len() as u32,
+                segment: segment as u16,
+            }),
+            // One datagram, or a batch the device cannot segment: each
+            // datagram alone.
+            false => slot
+                .batches
+                .extend(contents.chunks(segment).map(|datagram| Batch {
+                    len: datagram.len() as u32,
+                    segment: 0,
+                })),
+        }
+        if !slot.listed {
+            slot.listed = true;
+            inner.to_send.push(index);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Whether a GSO send failed on this socket: batches then go out a
+    /// datagram per send, and whoever builds them should build single
+    /// datagrams.
+    pub fn gso_refused(&self) -> bool {
+        self.socket.ring.inner.borrow().slots[self.socket.index].gso_refused
+    }
+}
+
+/// Datagrams queued to send together: `len` bytes, in datagrams of
+/// `segment` bytes (GSO; the last may be shorter), or one datagram when
+/// `segment` is 0.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Batch {
+    len: u32,
+    segment: u16,
+}
+
+/// The message header of a GSO send: the kernel reads it when the send
+/// runs, which may be after the submit that handed it over (a socket
+/// without room), so it stays in the slot until the send completes.
+pub(super) struct GsoHeader {
+    msg: libc::msghdr,
+    iov: libc::iovec,
+    /// One control message, UDP_SEGMENT's 16-bit size (24 bytes on 64-bit
+    /// Linux), aligned as `cmsghdr` wants.
+    control: [u64; 4],
+}
+
+impl Default for GsoHeader {
+    fn default() -> GsoHeader {
+        // SAFETY: plain C structs and integers, for which zero is valid.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+impl GsoHeader {
+    /// Points the header at `len` bytes at `at`, to go as datagrams of
+    /// `segment` bytes. The header must not move until its send completes.
+    fn point(&mut self, at: *const u8, len: u32, segment: u16) -> *const libc::msghdr {
+        self.iov = libc::iovec {
+            iov_base: at.cast_mut().cast(),
+            iov_len: len as usize,
+        };
+        self.control = [0; 4];
+        // SAFETY: zero is a valid msghdr; its pointers are set below.
+        self.msg = unsafe { std::mem::zeroed() };
+        self.msg.msg_iov = &raw mut self.iov;
+        self.msg.msg_iovlen = 1;
+        self.msg.msg_control = self.control.as_mut_ptr().cast();
+        // SAFETY: CMSG_* compute sizes and walk the buffer set just above,
+        // which has room for one control message with a u16.
+        unsafe {
+            self.msg.msg_controllen = libc::CMSG_SPACE(size_of::<u16>() as u32) as _;
+            let cmsg = libc::CMSG_FIRSTHDR(&raw const self.msg);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
+        }
+        &raw const self.msg
+    }
+}
+
+/// Send errors after which the socket still works: the datagram is lost,
+/// as datagrams may be, and QUIC sends again what mattered in it. Too
+/// large for the path (a path MTU probe), no room in the socket's or the
+/// device's queue, or (for a GSO send) a device without segmentation
+/// offload.
+const DATAGRAM_LOST: [i32; 5] = [
+    libc::EMSGSIZE,
+    libc::EAGAIN,
+    libc::ENOBUFS,
+    libc::EIO,
+    libc::EINVAL,
+];
+
+impl Inner {
+    /// Sends slot `index`'s datagrams (its `sending`, in `batches`), one
+    /// operation per batch; the last to complete frees the queue.
+    pub(super) fn start_datagram_sends(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        let Some(fd) = slot.fd.as_ref().map(AsRawFd::as_raw_fd) else {
+            return;
+        };
+        let generation = slot.generation;
+        let base = slot.sending.as_ptr();
+        let mut batches = std::mem::take(&mut slot.batches);
+        // Every header before any send points at one: none of this slot's
+        // sends is in flight, and none may move once pointed at.
+        let gso = batches.iter().filter(|b| b.segment > 0).count();
+        slot.headers.resize_with(gso, GsoHeader::default);
+        let fixed = index < self.registered;
+        let (mut offset, mut header) = (0, 0);
+        for batch in &batches {
+            // Inside `sending`, which stays put (no write reaches it) until
+            // the last of these sends completes.
+            let at = base.wrapping_add(offset);
+            offset += batch.len as usize;
+            let entry = match batch.segment {
+                0 => send(fixed, index, fd, at, batch.len),
+                segment => {
+                    let msg = self.slots[index].headers[header].point(at, batch.len, segment);
+                    header += 1;
+                    send_msg(fixed, index, fd, msg)
+                }
+            }
+            .user_data(user_data(index, generation, true));
+            self.slots[index].sends += 1;
+            self.issue(index, &entry);
+        }
+        batches.clear();
+        let slot = &mut self.slots[index];
+        slot.batches = batches;
+        slot.send_in_flight = slot.sends > 0;
+        if !slot.send_in_flight {
+            slot.sending.clear();
+        }
+    }
+
+    /// One of slot `index`'s datagram sends completed.
+    pub(super) fn datagram_sent(&mut self, index: usize, result: i32) {
+        let slot = &mut self.slots[index];
+        slot.sends -= 1;
+        if result < 0 {
+            match DATAGRAM_LOST.contains(&-result) {
+                true => slot.gso_refused |= matches!(-result, libc::EIO | libc::EINVAL),
+                false => {
+                    slot.broken.get_or_insert(-result);
+                }
+            }
+        }
+        if slot.sends > 0 {
+            return;
+        }
+        slot.send_in_flight = false;
+        slot.sending.clear();
+        if !slot.queued.is_empty() && !slot.listed && !slot.dropped {
+            slot.listed = true;
+            self.to_send.push(index);
+        }
+        self.slots[index].wake_writer();
+    }
+
+    /// A datagram came for slot `index` (`result` bytes; an error is
+    /// handled as for a stream).
+    pub(super) fn datagram_received(&mut self, index: usize, result: i32, flags: u32) {
+        let slot = &mut self.slots[index];
+        if let Some(id) = cqueue::buffer_select(flags) {
+            // An empty datagram carries nothing for QUIC.
+            match slot.dropped || result == 0 {
+                true => self.provided.give_back(id),
+                false => slot.received.push_back((id, result as u32)),
+            }
+        }
+        slot.wake_reader();
+    }
+
+    /// Ends slot `index`'s multishot receive: it completes, cancelled, and
+    /// the slot is freed with it.
+    pub(super) fn cancel_receive(&mut self, index: usize) {
+        let slot = &self.slots[index];
+        if !slot.receiving {
+            return;
+        }
+        let entry = opcode::AsyncCancel::new(user_data(index, slot.generation, false))
+            .build()
+            .user_data(u64::MAX);
+        self.push(&entry);
+    }
+}
+
+/// A send of `len` bytes at `at` on slot `index`'s socket, by its place in
+/// the table of registered files when it has one (`fixed`).
+fn send(fixed: bool, index: usize, fd: i32, at: *const u8, len: u32) -> squeue::Entry {
+    match fixed {
+        true => opcode::Send::new(types::Fixed(index as u32), at, len).build(),
+        false => opcode::Send::new(types::Fd(fd), at, len).build(),
+    }
+}
+
+/// A `sendmsg` of `msg` on slot `index`'s socket, as [`send`].
+fn send_msg(fixed: bool, index: usize, fd: i32, msg: *const libc::msghdr) -> squeue::Entry {
+    match fixed {
+        true => opcode::SendMsg::new(types::Fixed(index as u32), msg).build(),
+        false => opcode::SendMsg::new(types::Fd(fd), msg).build(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::runtime_for_rings;
+    use super::*;
+    use std::net::UdpSocket;
+    use std::time::Duration;
+
+    fn connected_to(addr: std::net::SocketAddr) -> OwnedFd {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.connect(addr).unwrap();
+        socket.set_nonblocking(true).unwrap();
+        OwnedFd::from(socket)
+    }
+
+    /// Datagrams through a ring socket and back from an echo: a GSO batch
+    /// leaves as separate datagrams of its segment size, each comes back
+    /// whole and in order, and the slot is freed once dropped.
+    #[test]
+    fn a_ring_datagram_socket_sends_batches_and_receives_datagrams() {
+        let Some(rt) = runtime_for_rings() else {
+            return;
+        };
+        let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+        echo.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let addr = echo.local_addr().unwrap();
+        let echoing = std::thread::spawn(move || {
+            let mut sizes = Vec::new();
+            let mut buf = [0u8; 2048];
+            for _ in 0..5 {
+                let (n, from) = echo.recv_from(&mut buf).unwrap();
+                sizes.push(n);
+                echo.send_to(&buf[..n], from).unwrap();
+            }
+            sizes
+        });
+        rt.block_on(async {
+            let ring = Ring::new(2).unwrap();
+            let socket = ring.adopt_datagram(connected_to(addr));
+            let batch: Vec<u8> = (0..350u32).map(|i| (i % 251) as u8).collect();
+            let single = [7u8; 20];
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            ring.run(async {
+                std::future::poll_fn(|cx| socket.poll_send(cx, &batch, 100))
+                    .await
+                    .unwrap();
+                std::future::poll_fn(|cx| socket.poll_send(cx, &single, 1200))
+                    .await
+                    .unwrap();
+                while got.len() < 5 {
+                    let n = std::future::poll_fn(|cx| socket.poll_recv(cx, |d| got.push(d.to_vec())))
+                        .await
+                        .unwrap();
+                    assert!(n > 0);
+                }
+            })
+            .await;
+            let mut expected: Vec<Vec<u8>> = batch.chunks(100).map(<[u8]>::to_vec).collect();
+            expected.push(single.to_vec());
+            assert_eq!(got, expected);
+            assert!(!socket.gso_refused());
+            drop(socket);
+            // The cancelled receive frees the slot.
+            ring.run(tokio::time::sleep(Duration::from_millis(50))).await;
+            let inner = ring.inner.borrow();
+            assert_eq!(inner.free.len(), inner.slots.len());
+            assert_eq!(inner.in_flight, 0);
+        });
+        assert_eq!(echoing.join().unwrap(), [100, 100, 100, 50, 20]);
+    }
+
+    /// A port nobody listens on: the kernel's refusal ends the receive,
+    /// and reading says so.
+    #[test]
+    fn a_ring_datagram_socket_reports_a_refused_port() {
+        let Some(rt) = runtime_for_rings() else {
+            return;
+        };
+        // A port just freed: nothing listens there.
+        let addr = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        rt.block_on(async {
+            let ring = Ring::new(1).unwrap();
+            let socket = ring.adopt_datagram(connected_to(addr));
+            let outcome = ring
+                .run(async {
+                    std::future::poll_fn(|cx| socket.poll_send(cx, b"hello", 1200))
+                        .await
+                        .unwrap();
+                    let receive = std::future::poll_fn(|cx| socket.poll_recv(cx, |_| {}));
+                    tokio::time::timeout(Duration::from_secs(5), receive).await
+                })
+                .await;
+            let err = outcome.expect("refused in time").unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
+        });
+    }
+}
