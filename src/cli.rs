@@ -352,8 +352,7 @@ pub struct RunArgs {
     pub http2: bool,
     /// Speak HTTP/3 (QUIC, over UDP) to https URLs; never chosen without
     /// this flag, whatever a server's Alt-Svc says (with -v, a run whose
-    /// responses offer h3 there ends with a note). QUIC's sockets run on
-    /// epoll, whatever --io says.
+    /// responses offer h3 there ends with a note).
     #[arg(long, conflicts_with_all = ["http1_1", "http2"])]
     pub http3: bool,
     /// Speak HTTP/1.1 only, also where the server offers HTTP/2.

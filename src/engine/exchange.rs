@@ -11,6 +11,7 @@ use super::feed::Ticket;
 use crate::http2::{Home, Lane, Outbox};
 use crate::http3;
 use crate::net::Connector;
+use crate::net::uring::Ring;
 use crate::recorder::Recorder;
 use crate::response::{BodySink, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
@@ -54,7 +55,7 @@ pub enum Lanes {
 
 impl Lanes {
     /// The shared parts of the run's protocol.
-    pub fn of(shared: &Shared) -> Lanes {
+    pub fn of(shared: &Shared, ring: Option<&Rc<Ring>>) -> Lanes {
         match &shared.prepared {
             super::Prepared::Http1(_) => Lanes::Http1,
             super::Prepared::Http2(_) => Lanes::Http2 {
@@ -69,6 +70,7 @@ impl Lanes {
                     quic.clone(),
                     shared.tls.as_ref().map(|t| t.server_name()).unwrap_or_default(),
                     shared.transport.connect_timeout,
+                    ring.cloned(),
                 ),
             },
         }

@@ -121,6 +121,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
             ),
         }
     }
+    let lanes = Lanes::of(&shared, connector.ring());
     let ctx = WorkerCtx {
         connector,
         recorder: RefCell::new(Recorder::with_steps(
@@ -128,7 +129,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
         )),
         sink: BodySink::default(),
         iterations: Cell::new(0),
-        lanes: Lanes::of(&shared),
+        lanes,
         worker: spec.id,
         workers: spec.workers,
         shared,

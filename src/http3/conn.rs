@@ -20,7 +20,9 @@
 use super::frame::{self, FrameReader, Piece};
 use super::qpack;
 use super::request::H3Request;
+use super::udp::{Received, Socket};
 use crate::http2::{Multiplexed, Outbox, Pending};
+use crate::net::uring::Ring;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use bytes::BytesMut;
@@ -29,35 +31,20 @@ use quinn_proto::{
     ReadError, StreamEvent, StreamId, VarInt, WriteError,
 };
 use std::cell::{Cell, RefCell};
-use std::io::{self, IoSliceMut};
+use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
-use tokio::io::Interest;
-use tokio::net::UdpSocket;
 
 /// The largest response field section volley accepts, advertised as
 /// SETTINGS_MAX_FIELD_SECTION_SIZE (as HTTP/2's header list limit).
 pub const MAX_FIELD_SECTION: usize = 256 * 1024;
-/// Room for one GRO batch of datagrams (what one received message holds).
-const RECV_BUFFER: usize = 64 * 1024;
-/// Messages one receive asks for. More than one, so that a receive that
-/// gets fewer knows the socket's queue is empty (see `poll_receive`).
-const RECV_BATCH: usize = 4;
 /// A lane yields to the runtime after this many receives in one poll that
 /// found datagrams waiting (a flood must not starve timers and flushes).
 const YIELD_READS: u32 = 32;
-
-thread_local! {
-    /// Where a worker's connections receive: one area per thread rather
-    /// than per connection (a receive's bytes are copied out at once), so
-    /// 1,000 connections do not hold 1,000 x 256 KiB.
-    static RECV_AREA: RefCell<Box<[u8]>> =
-        RefCell::new(vec![0; RECV_BUFFER * RECV_BATCH].into_boxed_slice());
-}
 
 /// Why a stream ended without a response.
 #[derive(Debug)]
@@ -77,6 +64,15 @@ pub type Finished = (Result<ResponseHead, Failure>, Option<Capture>);
 pub struct Deadline {
     pub by: tokio::time::Instant,
     pub timeout: std::time::Duration,
+}
+
+/// Where a new connection lives in its worker: how many lanes share it,
+/// the outbox its datagrams wait in for the worker's flush, and the ring
+/// that drives its socket, when the worker has one.
+pub struct Place<'a> {
+    pub lanes: usize,
+    pub outbox: Rc<Outbox>,
+    pub ring: Option<&'a Rc<Ring>>,
 }
 
 /// A connection's finished handshake, as the report counts it.
@@ -128,13 +124,10 @@ struct PeerStream {
 }
 
 struct Inner {
-    socket: UdpSocket,
-    udp: quinn_udp::UdpSocketState,
+    socket: Socket,
     endpoint: Endpoint,
     handle: ConnectionHandle,
     quic: quinn_proto::Connection,
-    /// Datagrams per send (GSO) and per receive (GRO).
-    max_datagrams: usize,
     timer: Pin<Box<tokio::time::Sleep>>,
     timer_at: Option<Instant>,
     /// A transmit the socket could not take yet.
@@ -147,6 +140,8 @@ struct Inner {
     /// datagram: its copy, and the shared header quinn-proto's first
     /// split of it makes.
     datagrams: BytesMut,
+    /// The messages of the last receive, in `datagrams`.
+    received: Vec<Received>,
     /// For stateless answers the endpoint would send (a client has none
     /// to send, but the call needs the room).
     spare: Vec<u8>,
@@ -213,8 +208,8 @@ impl Pending for Conn {
 }
 
 impl Conn {
-    /// Opens a QUIC connection to `addr` and completes its handshake by
-    /// `deadline`; `lanes` is how many lanes share it.
+    /// Opens a QUIC connection to `addr`, at its `place` in the worker,
+    /// and completes its handshake by `deadline`.
     ///
     /// With `early`, a connection that resumes a session with 0-RTT keys
     /// (only where `--0rtt` enabled early data) is handed back at once:
@@ -224,12 +219,11 @@ impl Conn {
         addr: SocketAddr,
         config: ClientConfig,
         server_name: &str,
-        lanes: usize,
-        outbox: Rc<Outbox>,
+        place: Place<'_>,
         deadline: Deadline,
         early: bool,
     ) -> Result<Rc<Conn>, RequestError> {
-        let conn = Conn::start_connecting(addr, config, server_name, lanes, outbox)?;
+        let conn = Conn::start_connecting(addr, config, server_name, place)?;
         if early && conn.inner.borrow().quic.has_0rtt() {
             let mut inner = conn.inner.borrow_mut();
             inner.early = true;
@@ -256,25 +250,14 @@ impl Conn {
         addr: SocketAddr,
         config: ClientConfig,
         server_name: &str,
-        lanes: usize,
-        outbox: Rc<Outbox>,
+        place: Place<'_>,
     ) -> Result<Rc<Conn>, RequestError> {
-        let connect_err = |err: io::Error| RequestError::io(ErrorKind::Connect, err);
-        let local: SocketAddr = match addr {
-            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
-            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
-        };
-        let std_socket = std::net::UdpSocket::bind(local).map_err(connect_err)?;
-        // Connected: the kernel routes only this server's datagrams here
-        // and reports an unreachable port as a refused connection.
-        std_socket.connect(addr).map_err(connect_err)?;
-        std_socket.set_nonblocking(true).map_err(connect_err)?;
-        let udp = quinn_udp::UdpSocketState::new((&std_socket).into()).map_err(connect_err)?;
-        let socket = UdpSocket::from_std(std_socket).map_err(connect_err)?;
+        let opened =
+            Socket::open(addr, place.ring).map_err(|err| RequestError::io(ErrorKind::Connect, err))?;
         let mut endpoint = Endpoint::new(
             Arc::new(EndpointConfig::default()),
             None,
-            !udp.may_fragment(),
+            !opened.may_fragment,
             None,
         );
         let began = Instant::now();
@@ -283,25 +266,24 @@ impl Conn {
             .map_err(|err| {
                 RequestError::new(ErrorKind::Connect, ErrorDetail::Text(format!("QUIC: {err}")))
             })?;
-        let max_datagrams = udp.max_gso_segments().max(1);
+        let max_datagrams = opened.socket.max_datagrams();
         Ok(Rc::new_cyclic(|this| Conn {
-            outbox,
+            outbox: place.outbox,
             this: this.clone(),
             queued: Cell::new(false),
             inner: RefCell::new(Inner {
-                socket,
-                udp,
+                socket: opened.socket,
                 endpoint,
                 handle,
                 quic,
-                max_datagrams,
                 timer: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
                 timer_at: None,
                 unsent: None,
                 send_buf: Vec::with_capacity(1500 * max_datagrams),
                 datagrams: BytesMut::new(),
+                received: Vec::new(),
                 spare: Vec::new(),
-                lanes: (0..lanes).map(|_| LaneState::default()).collect(),
+                lanes: (0..place.lanes).map(|_| LaneState::default()).collect(),
                 control: None,
                 peers: Vec::new(),
                 goaway: None,
@@ -604,86 +586,45 @@ impl Inner {
         state.send_done = true;
     }
 
-    /// Receives what the socket has (up to [`RECV_BATCH`] messages) and
-    /// handles it; pending when there is nothing.
+    /// Receives what the socket has and handles it; pending when there is
+    /// nothing.
     fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        loop {
-            if self.dead {
-                return Poll::Pending;
-            }
-            std::task::ready!(self.socket.poll_recv_ready(cx))?;
-            let mut meta = [quinn_udp::RecvMeta::default(); RECV_BATCH];
-            let mut count = 0;
-            let received = RECV_AREA.with_borrow_mut(|area| {
-                let mut pieces = area.chunks_mut(RECV_BUFFER);
-                let mut bufs: [IoSliceMut; RECV_BATCH] =
-                    std::array::from_fn(|_| IoSliceMut::new(pieces.next().expect("RECV_BATCH pieces")));
-                let (socket, udp) = (&self.socket, &self.udp);
-                let received = socket.try_io(Interest::READABLE, || {
-                    count = udp.recv(socket.into(), &mut bufs, &mut meta)?;
-                    // Fewer messages than asked for: the socket's queue was
-                    // empty when the kernel looked, and every datagram
-                    // arriving from now on raises readiness anew (tokio's
-                    // epoll is edge-triggered). So the readiness is cleared
-                    // now, as a `WouldBlock` does, sparing the receive that
-                    // would only find the queue empty: one system call of
-                    // about three per request with one stream.
-                    match count < RECV_BATCH {
-                        true => Err(io::ErrorKind::WouldBlock.into()),
-                        false => Ok(()),
-                    }
-                });
-                // Room after the last batches, or the buffer taken back
-                // when nothing of them is held any more (a new one only
-                // when something is).
-                for (piece, meta) in area.chunks(RECV_BUFFER).zip(&meta[..count]) {
-                    self.datagrams.reserve(meta.len);
-                    self.datagrams.extend_from_slice(&piece[..meta.len]);
-                }
-                received
-            });
-            match received {
-                Ok(()) => {}
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock && count > 0 => {}
-                // `try_io` cleared the readiness: wait for the next.
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(err) => return Poll::Ready(Err(err)),
-            }
-            let now = Instant::now();
-            // The handshake runs inside `handle_event`, on this thread, for
-            // this connection alone: a certificate checked meanwhile was
-            // this connection's, and why it was refused is picked up there
-            // (quinn-proto keeps only its text).
-            let handshaking = !self.connected;
-            let checked = handshaking.then(crate::tls::verifications);
-            for meta in &meta[..count] {
-                let stride = if meta.stride == 0 { meta.len } else { meta.stride };
-                let ecn = meta
-                    .ecn
-                    .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
-                let mut message = self.datagrams.split_to(meta.len);
-                while !message.is_empty() {
-                    let data = message.split_to(stride.min(message.len()));
-                    if let Some(DatagramEvent::ConnectionEvent(_, event)) =
-                        self.endpoint
-                            .handle(now, meta.addr, meta.dst_ip, ecn, data, &mut self.spare)
-                    {
-                        if handshaking {
-                            crate::tls::forget_refusal();
-                        }
-                        self.quic.handle_event(event);
-                        if handshaking && let Some(err) = crate::tls::take_refusal() {
-                            self.refused = Some(err);
-                        }
-                    }
-                }
-            }
-            if checked.is_some_and(|before| crate::tls::verifications() != before) {
-                self.certificate_checked = true;
-            }
-            self.process_events();
-            return Poll::Ready(Ok(()));
+        if self.dead {
+            return Poll::Pending;
         }
+        self.received.clear();
+        std::task::ready!(self.socket.poll_recv(cx, &mut self.datagrams, &mut self.received))?;
+        let now = Instant::now();
+        // The handshake runs inside `handle_event`, on this thread, for
+        // this connection alone: a certificate checked meanwhile was
+        // this connection's, and why it was refused is picked up there
+        // (quinn-proto keeps only its text).
+        let handshaking = !self.connected;
+        let checked = handshaking.then(crate::tls::verifications);
+        let server = self.quic.remote_address();
+        for message in &self.received {
+            let mut bytes = self.datagrams.split_to(message.len);
+            while !bytes.is_empty() {
+                let data = bytes.split_to(message.stride.min(bytes.len()));
+                if let Some(DatagramEvent::ConnectionEvent(_, event)) =
+                    self.endpoint
+                        .handle(now, server, None, message.ecn, data, &mut self.spare)
+                {
+                    if handshaking {
+                        crate::tls::forget_refusal();
+                    }
+                    self.quic.handle_event(event);
+                    if handshaking && let Some(err) = crate::tls::take_refusal() {
+                        self.refused = Some(err);
+                    }
+                }
+            }
+        }
+        if checked.is_some_and(|before| crate::tls::verifications() != before) {
+            self.certificate_checked = true;
+        }
+        self.process_events();
+        Poll::Ready(Ok(()))
     }
 
     /// Runs the connection's timers if due; ready when one fired (there
@@ -762,34 +703,23 @@ impl Inner {
         loop {
             if self.unsent.is_none() {
                 self.send_buf.clear();
-                self.unsent = self
-                    .quic
-                    .poll_transmit(Instant::now(), self.max_datagrams, &mut self.send_buf);
+                self.unsent =
+                    self.quic
+                        .poll_transmit(Instant::now(), self.socket.max_datagrams(), &mut self.send_buf);
             }
             let Some(transmit) = &self.unsent else {
                 return Poll::Ready(());
             };
-            let datagram = quinn_udp::Transmit {
-                destination: transmit.destination,
-                ecn: transmit
-                    .ecn
-                    .and_then(|e| quinn_udp::EcnCodepoint::from_bits(e as u8)),
-                contents: &self.send_buf[..transmit.size],
-                segment_size: transmit.segment_size,
-                src_ip: transmit.src_ip,
-            };
-            let (socket, udp) = (&self.socket, &self.udp);
-            match socket.try_io(Interest::WRITABLE, || udp.try_send(socket.into(), &datagram)) {
-                Ok(()) => self.unsent = None,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    if self.socket.poll_send_ready(cx).is_pending() {
-                        return Poll::Pending;
-                    }
-                }
+            match self
+                .socket
+                .poll_send(cx, transmit, &self.send_buf[..transmit.size])
+            {
+                Poll::Ready(Ok(())) => self.unsent = None,
+                Poll::Pending => return Poll::Pending,
                 // Path MTU probes larger than the path: expected, and lost
                 // like any datagram.
-                Err(err) if err.raw_os_error() == Some(libc::EMSGSIZE) => self.unsent = None,
-                Err(err) => {
+                Poll::Ready(Err(err)) if err.raw_os_error() == Some(libc::EMSGSIZE) => self.unsent = None,
+                Poll::Ready(Err(err)) => {
                     self.unsent = None;
                     self.socket_failed(err);
                     return Poll::Ready(());

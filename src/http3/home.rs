@@ -3,9 +3,10 @@
 //! [`crate::http2::Group`]), how a worker opens them ([`Dialer`]) and a
 //! lane's round trip.
 
-use super::conn::{Conn, Deadline, Failure};
+use super::conn::{Conn, Deadline, Failure, Place};
 use super::request::H3Request;
 use crate::http2::{Group, Open, Outbox};
+use crate::net::uring::Ring;
 use crate::recorder::Recorder;
 use crate::request::Request;
 use crate::response::{Capture, ResponseHead};
@@ -28,6 +29,8 @@ pub struct Dialer {
     pub connect_timeout: Duration,
     /// The address that answered last, tried first.
     preferred: Cell<usize>,
+    /// The worker's ring, when its sockets are driven by io_uring.
+    ring: Option<Rc<Ring>>,
 }
 
 impl Dialer {
@@ -36,6 +39,7 @@ impl Dialer {
         config: ClientConfig,
         server_name: String,
         connect_timeout: Duration,
+        ring: Option<Rc<Ring>>,
     ) -> Dialer {
         Dialer {
             addrs,
@@ -43,6 +47,7 @@ impl Dialer {
             server_name,
             connect_timeout,
             preferred: Cell::new(0),
+            ring,
         }
     }
 
@@ -69,8 +74,11 @@ impl Dialer {
                 self.addrs[index],
                 self.config.clone(),
                 &self.server_name,
-                lanes,
-                outbox.clone(),
+                Place {
+                    lanes,
+                    outbox: outbox.clone(),
+                    ring: self.ring.as_ref(),
+                },
                 deadline,
                 early,
             );

@@ -3,8 +3,8 @@
 //!
 //! QUIC itself is quinn-proto's state machine, which does no I/O: each
 //! connection has a connected UDP socket of its own, driven by the worker
-//! that owns it (GSO and GRO through quinn-udp where the kernel has them),
-//! in the same shape as volley's HTTP/2: no connection task, streams read
+//! that owns it (on its io_uring ring, or through epoll with GSO and GRO
+//! where the kernel has them: `udp`), in the same shape as volley's HTTP/2: no connection task, streams read
 //! by whichever lane is waiting, datagrams sent at the worker's flush. The
 //! HTTP/3 framing and QPACK are written here, as HPACK is for HTTP/2: the
 //! request is encoded once before the run, and only `:status` is decoded
@@ -12,14 +12,15 @@
 //!
 //! Layout: `frame` reads and writes frames and varints; `qpack` encodes
 //! requests and decodes responses' field sections; `request` encodes a
-//! [`crate::request::Request`]; `conn` is one QUIC connection and its
-//! streams; `home` shares connections among a worker's request loops.
+//! [`crate::request::Request`]; `udp` is a connection's socket; `conn` is
+//! one QUIC connection and its streams; `home` shares connections among a worker's request loops.
 
 mod conn;
 pub(crate) mod frame;
 mod home;
 pub(crate) mod qpack;
 mod request;
+mod udp;
 
 pub use conn::feed_response_stream;
 pub use home::{Dialer, Home, Lane};

@@ -53,7 +53,9 @@ impl Io {
     /// runs what the backend needs; never an error. `auto` leaves a run
     /// that asks for HTTP/2 (`http2`) on epoll: with many streams per
     /// connection the ring measured up to 15% more CPU per request there
-    /// (bench/vs-shb.sh), while over HTTP/1.1 it costs a little less.
+    /// (bench/vs-shb.sh), while over HTTP/1.1 it costs a little less, and
+    /// over HTTP/3 0.86x at one stream per connection, about the same at
+    /// ten (bench/vs-h3.sh).
     pub fn settle(asked: IoChoice, http2: bool) -> Io {
         if asked == IoChoice::Epoll || (asked == IoChoice::Auto && http2) {
             return Io {

@@ -361,12 +361,7 @@ impl RunSpec {
                     HttpVersion::Auto
                 },
                 streams: args.streams,
-                // QUIC's UDP sockets wait through epoll whatever --io says:
-                // the ring drives TCP sockets only.
-                io: match args.http3 {
-                    true => crate::net::Io::settle(crate::cli::IoChoice::Epoll, false),
-                    false => crate::net::Io::settle(args.io, args.http2),
-                },
+                io: crate::net::Io::settle(args.io, args.http2),
             },
             reporting: Reporting {
                 interval,
