@@ -23,14 +23,14 @@
 use super::frame;
 use super::group::Multiplexed;
 use super::machine::{FLUSH_ACKS_AT, Finished, Machine};
-use super::outbox::{Outbox, Pending};
+use super::outbox::{Outbox, Pending, Seat};
 use super::request::H2Request;
 use crate::net::Stream;
 use crate::response::Capture;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::pin::Pin;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -59,11 +59,7 @@ struct Inner {
 /// One HTTP/2 connection, shared by the lanes of one [`super::Home`].
 pub struct Conn {
     inner: RefCell<Inner>,
-    outbox: Rc<Outbox>,
-    /// Itself, to enter the outbox.
-    this: Weak<Conn>,
-    /// In the outbox already.
-    queued: Cell<bool>,
+    seat: Seat<Conn>,
 }
 
 impl Pending for Conn {
@@ -77,11 +73,11 @@ impl Pending for Conn {
             }
         }
         match flushed {
-            Poll::Ready(Ok(())) => self.queued.set(false),
+            Poll::Ready(Ok(())) => self.seat.leave(),
             Poll::Ready(Err(err)) => {
                 inner.m.die(RequestError::from_io(err), usize::MAX);
                 inner.m.wbuf.clear();
-                self.queued.set(false);
+                self.seat.leave();
             }
             Poll::Pending => return Poll::Pending,
         }
@@ -94,9 +90,7 @@ impl Conn {
     /// go out with the first request.
     pub fn new(io: Stream, lanes: usize, outbox: Rc<Outbox>) -> Rc<Conn> {
         Rc::new_cyclic(|this| Conn {
-            outbox,
-            this: this.clone(),
-            queued: Cell::new(false),
+            seat: Seat::new(outbox, this.clone()),
             inner: RefCell::new(Inner {
                 io,
                 m: Machine::new(lanes),
@@ -112,11 +106,8 @@ impl Conn {
     /// Queues the connection for the worker's next flush if it has frames
     /// to write.
     fn queue(&self, inner: &Inner) {
-        if (inner.m.wbuf.len() > inner.wpos || inner.orphaned()) && !self.queued.get() {
-            self.queued.set(true);
-            if let Some(this) = self.this.upgrade() {
-                self.outbox.push(this);
-            }
+        if inner.m.wbuf.len() > inner.wpos || inner.orphaned() {
+            self.seat.enter();
         }
     }
 

@@ -6,8 +6,8 @@
 //! connection only as something that writes itself out ([`Pending`]), so it
 //! sits below [`super::conn`].
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll};
 
 /// A connection queued in the outbox.
@@ -16,6 +16,42 @@ pub trait Pending {
     /// (`cx` is woken when it can take more), and the connection stays
     /// queued.
     fn write_out(&self, cx: &mut Context<'_>) -> Poll<()>;
+}
+
+/// A connection's place in its worker's outbox: the outbox, the
+/// connection itself (to enter it), and whether it is in already, so it
+/// enters once per flush however often its lanes queue it.
+pub struct Seat<C> {
+    outbox: Rc<Outbox>,
+    this: Weak<C>,
+    queued: Cell<bool>,
+}
+
+impl<C: Pending + 'static> Seat<C> {
+    /// The seat of the connection `this` will point to (made inside
+    /// `Rc::new_cyclic`).
+    pub fn new(outbox: Rc<Outbox>, this: Weak<C>) -> Seat<C> {
+        Seat {
+            outbox,
+            this,
+            queued: Cell::new(false),
+        }
+    }
+
+    /// Queues the connection for the worker's next flush, unless it is
+    /// queued already.
+    pub fn enter(&self) {
+        if !self.queued.replace(true)
+            && let Some(this) = self.this.upgrade()
+        {
+            self.outbox.push(this);
+        }
+    }
+
+    /// The flush wrote the connection out: the next `enter` queues it anew.
+    pub fn leave(&self) {
+        self.queued.set(false);
+    }
 }
 
 /// A worker's connections with frames waiting to be written.

@@ -21,7 +21,7 @@ use super::frame::{self, FrameReader, Piece};
 use super::qpack;
 use super::request::H3Request;
 use super::udp::{Received, Socket};
-use crate::http2::{Multiplexed, Outbox, Pending};
+use crate::http2::{Multiplexed, Outbox, Pending, Seat};
 use crate::net::uring::Ring;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
@@ -30,11 +30,11 @@ use quinn_proto::{
     ClientConfig, ConnectionError, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event,
     ReadError, StreamEvent, StreamId, VarInt, WriteError,
 };
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -180,9 +180,7 @@ struct Inner {
 /// One HTTP/3 connection, shared by the lanes of one [`super::Home`].
 pub struct Conn {
     inner: RefCell<Inner>,
-    outbox: Rc<Outbox>,
-    this: Weak<Conn>,
-    queued: Cell<bool>,
+    seat: Seat<Conn>,
 }
 
 impl Pending for Conn {
@@ -199,7 +197,7 @@ impl Pending for Conn {
         }
         match sent {
             Poll::Ready(()) => {
-                self.queued.set(false);
+                self.seat.leave();
                 Poll::Ready(())
             }
             Poll::Pending => Poll::Pending,
@@ -268,9 +266,7 @@ impl Conn {
             })?;
         let max_datagrams = opened.socket.max_datagrams();
         Ok(Rc::new_cyclic(|this| Conn {
-            outbox: place.outbox,
-            this: this.clone(),
-            queued: Cell::new(false),
+            seat: Seat::new(place.outbox, this.clone()),
             inner: RefCell::new(Inner {
                 socket: opened.socket,
                 endpoint,
@@ -337,12 +333,7 @@ impl Conn {
 
     /// Queues the connection for the worker's next flush.
     fn queue(&self) {
-        if !self.queued.get() {
-            self.queued.set(true);
-            if let Some(this) = self.this.upgrade() {
-                self.outbox.push(this);
-            }
-        }
+        self.seat.enter();
     }
 
     /// Opens the lane's stream and writes its request: ready with `true`
