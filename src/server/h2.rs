@@ -32,9 +32,9 @@ use http::header::{ALT_SVC, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValu
 use tokio::io::AsyncWriteExt as _;
 use tokio::task::JoinSet;
 
-use super::reply::{self, Answer, Body, GARBAGE, Headers, Incoming, Reply, SLOW_BODY, is_bodiless};
-use super::request::{MAX_BODY, Method, ParseError};
-use super::routes::{self, Route};
+use super::reply::{self, Answer, Body, GARBAGE, Reply, SLOW_BODY, is_bodiless};
+use super::request::{MAX_BODY, ParseError};
+use super::routes;
 use super::{Io, Shared};
 
 /// Streams a client may have open at once on one connection, advertised in
@@ -122,38 +122,16 @@ async fn stream(
     let body = match read_body(&mut body, &head.headers).await {
         Ok(body) => body,
         Err(BodyError::TooLarge) => {
-            // As over HTTP/1.1, a request refused unread is not counted.
-            let e = ParseError::BodyTooLarge;
-            let reply = Reply::new(
-                e.status(),
-                Some(b"text/plain"),
-                Body::Owned(format!("{e}\n").into_bytes()),
-            );
+            let reply = routes::refusal(ParseError::BodyTooLarge);
             let _ = send(&mut respond, reply, false, &shared).await;
             return None;
         }
         Err(BodyError::Gone) => return None,
     };
-    shared.requests_received.fetch_add(1, Relaxed);
-    let incoming = Incoming {
-        method: Method::of(head.method.as_str()),
-        method_name: head.method.as_str().as_bytes(),
-        path: head.uri.path().as_bytes(),
-        query: head.uri.query().unwrap_or_default().as_bytes(),
-        content_type: head.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes),
-        headers: Headers::Http2(&head.headers),
-        body: &body,
-    };
-    let route = Route::of(incoming.path);
-    // Held until the response is handed to the connection; no stream holds
-    // another's slot, so a plain wait cannot deadlock.
-    let _slot = match &shared.limit {
-        Some(limit) if route.takes_slot() => Arc::clone(limit).acquire_owned().await.ok(),
-        _ => None,
-    };
-    match routes::answer(route, &incoming, &shared).await {
+    let answered = routes::answer_parsed(&head, &body, &shared).await;
+    match answered.answer {
         Answer::Reply(reply) => {
-            if send(&mut respond, reply, incoming.head_only(), &shared)
+            if send(&mut respond, reply, answered.head_only, &shared)
                 .await
                 .is_ok()
             {

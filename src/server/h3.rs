@@ -20,12 +20,12 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use bytes::{Buf, Bytes};
 use h3::server::RequestStream;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use http::header::CONTENT_LENGTH;
 use tokio::task::JoinSet;
 
-use super::reply::{self, Answer, Body, Headers, Incoming, Reply, SLOW_BODY};
-use super::request::{MAX_BODY, Method, ParseError};
-use super::routes::{self, Route};
+use super::reply::{self, Answer, Body, Reply, SLOW_BODY};
+use super::request::{MAX_BODY, ParseError};
+use super::routes;
 use super::{Shared, h2::response_head};
 
 type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
@@ -130,37 +130,15 @@ async fn answer(
     let body = match read_body(&mut stream, &head.headers).await {
         Ok(body) => body,
         Err(Some(e)) => {
-            let reply = Reply::new(
-                e.status(),
-                Some(b"text/plain"),
-                reply::Body::Owned(format!("{e}\n").into_bytes()),
-            );
-            let _ = send(&mut stream, reply, false, shared).await;
+            let _ = send(&mut stream, routes::refusal(e), false, shared).await;
             return;
         }
         Err(None) => return,
     };
-    shared.requests_received.fetch_add(1, Relaxed);
-    let incoming = Incoming {
-        method: Method::of(head.method.as_str()),
-        method_name: head.method.as_str().as_bytes(),
-        path: head.uri.path().as_bytes(),
-        query: head.uri.query().unwrap_or_default().as_bytes(),
-        content_type: head.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes),
-        headers: Headers::Http2(&head.headers),
-        body: &body,
-    };
-    let route = Route::of(incoming.path);
-    let _slot = match &shared.limit {
-        Some(limit) if route.takes_slot() => Arc::clone(limit).acquire_owned().await.ok(),
-        _ => None,
-    };
-    match routes::answer(route, &incoming, shared).await {
+    let answered = routes::answer_parsed(&head, &body, shared).await;
+    match answered.answer {
         Answer::Reply(reply) => {
-            if send(&mut stream, reply, incoming.head_only(), shared)
-                .await
-                .is_ok()
-            {
+            if send(&mut stream, reply, answered.head_only, shared).await.is_ok() {
                 shared.requests_completed.fetch_add(1, Relaxed);
             }
         }

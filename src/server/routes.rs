@@ -13,8 +13,9 @@
 //!
 //! Each endpoint is written once, for every protocol: [`answer`] takes a
 //! protocol-neutral request and says what to send (a `Reply`) or which fault
-//! to commit, and the HTTP/1.1 (`conn`) and HTTP/2 (`h2`) connections write
-//! that their own way. Routing looks at the path only; the query string is
+//! to commit, and the HTTP/1.1 (`conn`), HTTP/2 (`h2`) and HTTP/3 (`h3`)
+//! connections write that their own way ([`answer_parsed`] is the part
+//! HTTP/2 and HTTP/3 share). Routing looks at the path only; the query string is
 //! in the request for the endpoints that read it.
 
 use std::hint::black_box;
@@ -22,10 +23,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use http::header::{CONTENT_TYPE, HeaderValue};
+use tokio::sync::OwnedSemaphorePermit;
+
 use super::Shared;
 use super::api::{self, Api};
-use super::reply::{Answer, Body, Incoming, Reply};
-use super::request::parse_decimal;
+use super::reply::{Answer, Body, Headers, Incoming, Reply};
+use super::request::{Method, ParseError, parse_decimal};
 use super::response::HI_BODY;
 
 /// Longest wait or burn accepted by `/sleep`, `/cpu`, `/slow` and `/pause`.
@@ -137,6 +141,58 @@ impl Route {
 /// What the endpoint `route` answers to `req`. Endpoints that wait
 /// ([`Route::waits`]) do it here; what they answer is written by the
 /// protocol, which also takes care of in-flight slots and `/pause`.
+/// A request answered by [`answer_parsed`].
+pub(super) struct Answered<'a> {
+    pub answer: Answer<'a>,
+    /// A HEAD request: the reply's head only.
+    pub head_only: bool,
+    /// The server's in-flight slot, where it has a capacity and the
+    /// endpoint counts against it: held (never read) until the reply is
+    /// handed to the connection and this is dropped. No stream holds
+    /// another's, so a plain wait cannot deadlock.
+    _slot: Option<OwnedSemaphorePermit>,
+}
+
+/// Answers a request over HTTP/2 or HTTP/3, its head as the `http` crate
+/// parsed it and its body read whole: counted as received, given its slot,
+/// and answered.
+pub(super) async fn answer_parsed<'a>(
+    head: &'a http::request::Parts,
+    body: &'a [u8],
+    shared: &Arc<Shared>,
+) -> Answered<'a> {
+    shared.requests_received.fetch_add(1, Relaxed);
+    let incoming = Incoming {
+        method: Method::of(head.method.as_str()),
+        method_name: head.method.as_str().as_bytes(),
+        path: head.uri.path().as_bytes(),
+        query: head.uri.query().unwrap_or_default().as_bytes(),
+        content_type: head.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes),
+        headers: Headers::Http2(&head.headers),
+        body,
+    };
+    let route = Route::of(incoming.path);
+    let slot = match &shared.limit {
+        Some(limit) if route.takes_slot() => Arc::clone(limit).acquire_owned().await.ok(),
+        _ => None,
+    };
+    Answered {
+        answer: answer(route, &incoming, shared).await,
+        head_only: incoming.head_only(),
+        _slot: slot,
+    }
+}
+
+/// The reply to a request refused before it was read whole (a body too
+/// large): as over HTTP/1.1, not counted.
+pub(super) fn refusal(error: ParseError) -> Reply<'static> {
+    Reply::new(
+        error.status(),
+        TEXT,
+        Body::Owned(format!("{error}\n").into_bytes()),
+    )
+}
+
 pub(super) async fn answer<'a>(route: Route, req: &Incoming<'a>, shared: &Arc<Shared>) -> Answer<'a> {
     if let Some(log) = &shared.log {
         log.record(req);
