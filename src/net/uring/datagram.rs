@@ -12,7 +12,7 @@
 //! `recvmmsg` and an `epoll_wait` per connection woken; on the ring all of
 //! a turn's connections share one system call.
 
-use super::{Inner, Ring, RingSocket, SEND_QUEUE, keep_waker, user_data};
+use super::{Inner, Ring, RingSocket, SEND_QUEUE, keep_waker, send, user_data};
 use io_uring::{cqueue, opcode, squeue, types};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -143,12 +143,12 @@ impl Default for GsoHeader {
 }
 
 impl GsoHeader {
-    /// Points the header at `len` bytes at `at`, to go as datagrams of
-    /// `segment` bytes. The header must not move until its send completes.
-    fn point(&mut self, at: *const u8, len: u32, segment: u16) -> *const libc::msghdr {
+    /// Points the header at `bytes`, to go as datagrams of `segment`
+    /// bytes. Neither may move until the send completes.
+    fn point(&mut self, bytes: &[u8], segment: u16) -> *const libc::msghdr {
         self.iov = libc::iovec {
-            iov_base: at.cast_mut().cast(),
-            iov_len: len as usize,
+            iov_base: bytes.as_ptr().cast_mut().cast(),
+            iov_len: bytes.len(),
         };
         self.control = [0; 4];
         // SAFETY: zero is a valid msghdr; its pointers are set below.
@@ -192,7 +192,6 @@ impl Inner {
             return;
         };
         let generation = slot.generation;
-        let base = slot.sending.as_ptr();
         let mut batches = std::mem::take(&mut slot.batches);
         // Every header before any send points at one: none of this slot's
         // sends is in flight, and none may move once pointed at.
@@ -203,12 +202,13 @@ impl Inner {
         for batch in &batches {
             // Inside `sending`, which stays put (no write reaches it) until
             // the last of these sends completes.
-            let at = base.wrapping_add(offset);
-            offset += batch.len as usize;
+            let slot = &mut self.slots[index];
+            let bytes = &slot.sending[offset..offset + batch.len as usize];
+            offset += bytes.len();
             let entry = match batch.segment {
-                0 => send(fixed, index, fd, at, batch.len),
+                0 => send(fixed, index, fd, bytes, 0),
                 segment => {
-                    let msg = self.slots[index].headers[header].point(at, batch.len, segment);
+                    let msg = slot.headers[header].point(bytes, segment);
                     header += 1;
                     send_msg(fixed, index, fd, msg)
                 }
@@ -278,16 +278,7 @@ impl Inner {
     }
 }
 
-/// A send of `len` bytes at `at` on slot `index`'s socket, by its place in
-/// the table of registered files when it has one (`fixed`).
-fn send(fixed: bool, index: usize, fd: i32, at: *const u8, len: u32) -> squeue::Entry {
-    match fixed {
-        true => opcode::Send::new(types::Fixed(index as u32), at, len).build(),
-        false => opcode::Send::new(types::Fd(fd), at, len).build(),
-    }
-}
-
-/// A `sendmsg` of `msg` on slot `index`'s socket, as [`send`].
+/// A `sendmsg` of `msg` on slot `index`'s socket, as [`send`] sends.
 fn send_msg(fixed: bool, index: usize, fd: i32, msg: *const libc::msghdr) -> squeue::Entry {
     match fixed {
         true => opcode::SendMsg::new(types::Fixed(index as u32), msg).build(),

@@ -492,14 +492,12 @@ impl Inner {
         let slot = &mut self.slots[index];
         let Some(fd) = &slot.fd else { return };
         let rest = &slot.sending[slot.sent..];
-        let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
-        let entry = match index < self.registered {
-            true => opcode::Send::new(types::Fixed(index as u32), ptr, len),
-            false => opcode::Send::new(types::Fd(fd.as_raw_fd()), ptr, len),
-        }
-        .flags(libc::MSG_NOSIGNAL)
-        .build()
-        .user_data(user_data(index, slot.generation, true));
+        let fixed = index < self.registered;
+        let entry = send(fixed, index, fd.as_raw_fd(), rest, libc::MSG_NOSIGNAL).user_data(user_data(
+            index,
+            slot.generation,
+            true,
+        ));
         slot.send_in_flight = true;
         self.issue(index, &entry);
     }
@@ -771,6 +769,19 @@ impl Drop for RingSocket {
             unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
         }
     }
+}
+
+/// A send of `bytes` (which must stay put until it completes) on slot
+/// `index`'s socket, by its place in the table of registered files when it
+/// has one (`fixed`), else by descriptor.
+fn send(fixed: bool, index: usize, fd: RawFd, bytes: &[u8], flags: i32) -> squeue::Entry {
+    let (at, len) = (bytes.as_ptr(), bytes.len() as u32);
+    match fixed {
+        true => opcode::Send::new(types::Fixed(index as u32), at, len),
+        false => opcode::Send::new(types::Fd(fd), at, len),
+    }
+    .flags(flags)
+    .build()
 }
 
 /// Whether this kernel (and this process's sandbox) runs what the backend
