@@ -220,8 +220,7 @@ impl Inner {
         batches.clear();
         let slot = &mut self.slots[index];
         slot.batches = batches;
-        slot.send_in_flight = slot.sends > 0;
-        if !slot.send_in_flight {
+        if slot.sends == 0 {
             slot.sending.clear();
         }
     }
@@ -241,7 +240,6 @@ impl Inner {
         if slot.sends > 0 {
             return;
         }
-        slot.send_in_flight = false;
         slot.sending.clear();
         if !slot.queued.is_empty() && !slot.listed && !slot.dropped {
             slot.listed = true;

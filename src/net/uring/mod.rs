@@ -195,15 +195,15 @@ struct Slot {
     /// Handed to the kernel; `sent` of it done.
     sending: Vec<u8>,
     sent: usize,
-    send_in_flight: bool,
+    /// Sends of `sending` in flight: at most one for a TCP socket, one per
+    /// batch for a UDP socket's.
+    sends: u32,
     /// A UDP socket's ([`RingDatagram`]): each buffer received is one
     /// datagram, and `queued` holds these batches of datagrams.
     datagram: bool,
     batches: Vec<datagram::Batch>,
     /// The message headers of the GSO batches in flight.
     headers: Vec<datagram::GsoHeader>,
-    /// A UDP socket's sends in flight, one per batch.
-    sends: u32,
     /// A GSO send failed (a device without segmentation offload).
     gso_refused: bool,
     /// A send's error (an errno): every later write fails with it.
@@ -498,7 +498,7 @@ impl Inner {
             slot.generation,
             true,
         ));
-        slot.send_in_flight = true;
+        slot.sends += 1;
         self.issue(index, &entry);
     }
 
@@ -538,7 +538,7 @@ impl Inner {
                 let slot = &mut self.slots[index];
                 slot.listed = false;
                 // A send in flight starts the next when it completes.
-                if slot.send_in_flight || slot.queued.is_empty() || slot.dropped {
+                if slot.sends > 0 || slot.queued.is_empty() || slot.dropped {
                     continue;
                 }
                 std::mem::swap(&mut slot.queued, &mut slot.sending);
@@ -624,7 +624,7 @@ impl Inner {
             return;
         }
         let slot = &mut self.slots[index];
-        slot.send_in_flight = false;
+        slot.sends -= 1;
         if result < 0 {
             slot.broken = Some(-result);
             slot.sending.clear();
