@@ -8,9 +8,10 @@
 //! send operation per batch (several datagrams of one size go as one GSO
 //! send, as quinn-udp sends them over epoll, which also spares the
 //! receiver's kernel work where it takes them whole with GRO), in the one
-//! `io_uring_enter` that submits the whole turn. Readiness costs a `sendmsg` per connection per turn, and a
-//! `recvmmsg` and an `epoll_wait` per connection woken; on the ring all of
-//! a turn's connections share one system call.
+//! `io_uring_enter` that submits the whole turn. Readiness costs a
+//! `sendmsg` per connection per turn, and a `recvmmsg` and an `epoll_wait`
+//! per connection woken; on the ring all of a turn's connections share one
+//! system call.
 
 use super::{Inner, Ring, RingSocket, SEND_QUEUE, keep_waker, send, user_data};
 use io_uring::{cqueue, opcode, squeue, types};
