@@ -9,7 +9,7 @@ use bytes::BytesMut;
 use std::cell::RefCell;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use tokio::io::Interest;
@@ -75,19 +75,10 @@ impl Socket {
         let state = quinn_udp::UdpSocketState::new((&std_socket).into())?;
         let may_fragment = state.may_fragment();
         let socket = match ring {
-            Some(ring) => {
-                // A ring's receive is a plain one, which cannot say where
-                // GRO joined datagrams: it must not join them.
-                turn_gro_off(&std_socket).or_else(|err| match err.raw_os_error() {
-                    // A kernel without GRO: nothing to turn off.
-                    Some(libc::ENOPROTOOPT) => Ok(()),
-                    _ => Err(err),
-                })?;
-                Socket::Ring {
-                    gso: state.max_gso_segments().max(1),
-                    socket: ring.adopt_datagram(OwnedFd::from(std_socket)),
-                }
-            }
+            Some(ring) => Socket::Ring {
+                gso: state.max_gso_segments().max(1),
+                socket: ring.adopt_datagram(OwnedFd::from(std_socket))?,
+            },
             None => Socket::Epoll {
                 socket: UdpSocket::from_std(std_socket)?,
                 state,
@@ -117,12 +108,12 @@ impl Socket {
         match self {
             Socket::Epoll { socket, state } => poll_recv_epoll(socket, state, cx, into, messages),
             Socket::Ring { socket, .. } => {
-                let received = socket.poll_recv(cx, |datagram| {
-                    into.extend_from_slice(datagram);
+                let received = socket.poll_recv(cx, |message, arrival| {
+                    into.extend_from_slice(message);
                     messages.push(Received {
-                        len: datagram.len(),
-                        stride: datagram.len(),
-                        ecn: None,
+                        len: message.len(),
+                        stride: arrival.stride,
+                        ecn: quinn_proto::EcnCodepoint::from_bits(arrival.ecn),
                     });
                 });
                 received.map_ok(drop)
@@ -218,23 +209,5 @@ fn poll_recv_epoll(
             }
         }));
         return Poll::Ready(Ok(()));
-    }
-}
-
-fn turn_gro_off(socket: &std::net::UdpSocket) -> io::Result<()> {
-    let off: libc::c_int = 0;
-    // SAFETY: a plain syscall with a pointer to a live int of the size given.
-    let done = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_UDP,
-            libc::UDP_GRO,
-            (&raw const off).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    match done {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
     }
 }

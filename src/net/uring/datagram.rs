@@ -1,24 +1,142 @@
 //! UDP sockets on the worker's ring, for HTTP/3's QUIC connections.
 //!
-//! A connected UDP socket gets the same multishot receive as a TCP one,
-//! into the same provided buffers, and each completion is one datagram
-//! (the socket's owner leaves GRO off, so the kernel never joins datagrams
-//! that a plain receive could not split again). Datagrams to send are
-//! copied into the socket's queue and go out at the end of the turn, a
-//! send operation per batch (several datagrams of one size go as one GSO
-//! send, as quinn-udp sends them over epoll, which also spares the
-//! receiver's kernel work where it takes them whole with GRO), in the one
-//! `io_uring_enter` that submits the whole turn. Readiness costs a
-//! `sendmsg` per connection per turn, and a `recvmmsg` and an `epoll_wait`
-//! per connection woken; on the ring all of a turn's connections share one
-//! system call.
+//! A connected UDP socket gets a multishot `recvmsg`, into buffers of its
+//! own group (datagram buffers) that each hold the largest message GRO
+//! may make of datagrams the kernel joined, with the control data that
+//! says where it joined them (the segment size) and the ECN bits. Each
+//! completion is one such message. Datagrams to send are copied into the
+//! socket's queue and go out at the end of the turn, a send operation per
+//! batch (several datagrams of one size go as one GSO send, as quinn-udp
+//! sends them over epoll), in the one `io_uring_enter` that submits the
+//! whole turn. Readiness costs a `sendmsg` per connection per turn, and a
+//! `recvmmsg` and an `epoll_wait` per connection woken; on the ring all of
+//! a turn's connections share one system call.
 
-use super::{Inner, Ring, RingSocket, SEND_QUEUE, keep_waker, send, user_data};
-use io_uring::{cqueue, opcode, squeue, types};
+use super::{Inner, Provided, Ring, RingSocket, SEND_QUEUE, keep_waker, send, user_data};
+use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::task::{Context, Poll};
+
+/// Room a datagram buffer keeps for control data: GRO's segment size,
+/// the TOS byte (ECN) and the packet information quinn-udp's socket
+/// options also ask for, 24 to 32 bytes each.
+const CONTROL_ROOM: usize = 128;
+/// A datagram buffer: the kernel's header of the message (16 bytes), its
+/// control data and the largest payload GRO makes (under 64 KiB).
+const DATAGRAM_BUFFER_SIZE: usize = 64 * 1024 + 256;
+/// Datagram buffers per worker: two per connection, between these bounds.
+/// Small responses write only the first page of each (the rest is never
+/// made resident); 128 hold 8 MiB once large responses fill them.
+const MIN_DATAGRAM_BUFFERS: usize = 32;
+const MAX_DATAGRAM_BUFFERS: usize = 128;
+const DATAGRAM_GROUP: u16 = 1;
+
+/// Where a ring's UDP sockets receive: the datagram buffers, and the
+/// message header their `recvmsg` names (the kernel reads only its name
+/// and control lengths).
+pub(super) struct Receiving {
+    pub(super) buffers: Provided,
+    header: Box<libc::msghdr>,
+}
+
+impl Receiving {
+    /// Buffers for about `connections` sockets, registered with `uring`.
+    pub(super) fn new(connections: usize, uring: &IoUring) -> io::Result<Receiving> {
+        let count = (connections * 2)
+            .next_power_of_two()
+            .clamp(MIN_DATAGRAM_BUFFERS, MAX_DATAGRAM_BUFFERS);
+        let buffers = Provided::with(count, DATAGRAM_BUFFER_SIZE, DATAGRAM_GROUP);
+        buffers.register(uring)?;
+        // SAFETY: zero is a valid msghdr (null pointers, no lengths).
+        let mut header: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        header.msg_controllen = CONTROL_ROOM as _;
+        Ok(Receiving { buffers, header })
+    }
+
+    /// The multishot receive of slot `index`'s socket.
+    pub(super) fn entry(&self, fixed: bool, index: usize, fd: i32) -> squeue::Entry {
+        let header = &raw const *self.header;
+        match fixed {
+            true => opcode::RecvMsgMulti::new(types::Fixed(index as u32), header, DATAGRAM_GROUP).build(),
+            false => opcode::RecvMsgMulti::new(types::Fd(fd), header, DATAGRAM_GROUP).build(),
+        }
+    }
+
+    /// Hands `each` the message in buffer `id` (`len` bytes written), if
+    /// it holds one whole: a payload cut short (no room) is a lost
+    /// datagram, as an empty one carries nothing for QUIC.
+    fn read(&self, id: u16, len: u32, each: &mut impl FnMut(&[u8], Arrival)) -> bool {
+        let Ok(message) = types::RecvMsgOut::parse(self.buffers.bytes(id, len as usize), &self.header) else {
+            return false;
+        };
+        let payload = message.payload_data();
+        if message.is_payload_truncated() || payload.is_empty() {
+            return false;
+        }
+        let mut arrival = Arrival {
+            stride: payload.len(),
+            ecn: 0,
+        };
+        for (level, kind, data) in control_messages(message.control_data()) {
+            match (level, kind) {
+                (libc::SOL_UDP, libc::UDP_GRO) => {
+                    if let Some(size) = int_of(data).filter(|size| *size > 0) {
+                        arrival.stride = size as usize;
+                    }
+                }
+                (libc::IPPROTO_IP, libc::IP_TOS) => {
+                    arrival.ecn = data.first().map_or(0, |tos| tos & 0b11);
+                }
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                    arrival.ecn = int_of(data).map_or(0, |class| (class & 0b11) as u8);
+                }
+                _ => {}
+            }
+        }
+        each(payload, arrival);
+        true
+    }
+}
+
+/// What came with a received message besides its bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Arrival {
+    /// The size of each datagram GRO joined into the message (the last may
+    /// be shorter); the message's size when it is one datagram.
+    pub stride: usize,
+    /// The ECN bits of its IP header.
+    pub ecn: u8,
+}
+
+/// The control messages in `control`, as the kernel lays them out
+/// (`cmsghdr`s, each padded to the alignment of its length field): level,
+/// type and data of each.
+fn control_messages(control: &[u8]) -> impl Iterator<Item = (i32, i32, &[u8])> {
+    const LEN: usize = size_of::<usize>();
+    const HEADER: usize = LEN + 2 * size_of::<i32>();
+    let mut rest = control;
+    std::iter::from_fn(move || {
+        if rest.len() < HEADER {
+            return None;
+        }
+        let len = usize::from_ne_bytes(rest[..LEN].try_into().ok()?);
+        let level = i32::from_ne_bytes(rest[LEN..LEN + 4].try_into().ok()?);
+        let kind = i32::from_ne_bytes(rest[LEN + 4..HEADER].try_into().ok()?);
+        if len < HEADER || len > rest.len() {
+            return None;
+        }
+        let data = &rest[HEADER..len];
+        rest = &rest[len.next_multiple_of(LEN).min(rest.len())..];
+        Some((level, kind, data))
+    })
+}
+
+/// A native `int` at the start of `data`.
+fn int_of(data: &[u8]) -> Option<i32> {
+    Some(i32::from_ne_bytes(data.get(..4)?.try_into().ok()?))
+}
 
 /// A connected UDP socket driven by its worker's [`Ring`].
 pub struct RingDatagram {
@@ -26,31 +144,42 @@ pub struct RingDatagram {
 }
 
 impl Ring {
-    /// Takes over a connected UDP socket (with GRO off, see the module's
-    /// doc).
-    pub fn adopt_datagram(self: &Rc<Ring>, fd: OwnedFd) -> RingDatagram {
-        let socket = self.adopt(fd);
-        // Before any completion of its receive is reaped (at the next turn).
-        self.inner.borrow_mut().slots[socket.index].datagram = true;
-        RingDatagram { socket }
+    /// Takes over a connected UDP socket (GRO on or off, as its owner
+    /// chose: each message says where GRO joined datagrams). The first
+    /// one registers the datagram buffers.
+    pub fn adopt_datagram(self: &Rc<Ring>, fd: OwnedFd) -> io::Result<RingDatagram> {
+        {
+            let mut inner = self.inner.borrow_mut();
+            if inner.datagrams.is_none() {
+                inner.datagrams = Some(Receiving::new(inner.connections, &inner.uring)?);
+            }
+        }
+        Ok(RingDatagram {
+            socket: self.adopt_as(fd, true),
+        })
     }
 }
 
 impl RingDatagram {
-    /// Hands `each` every datagram received since the last call, in order:
-    /// ready with how many there were, pending (`cx` woken by the next)
-    /// when there were none, or the error that ended the socket's
-    /// receives (an unreachable port, for one).
-    pub fn poll_recv(&self, cx: &mut Context<'_>, mut each: impl FnMut(&[u8])) -> Poll<io::Result<usize>> {
+    /// Hands `each` every message received since the last call, in order
+    /// (one datagram, or several of `Arrival::stride` bytes that GRO
+    /// joined): ready with how many there were, pending (`cx` woken by
+    /// the next) when there were none, or the error that ended the
+    /// socket's receives (an unreachable port, for one).
+    pub fn poll_recv(
+        &self,
+        cx: &mut Context<'_>,
+        mut each: impl FnMut(&[u8], Arrival),
+    ) -> Poll<io::Result<usize>> {
         let index = self.socket.index;
         let mut inner = self.socket.ring.inner.borrow_mut();
         let inner = &mut *inner;
         let slot = &mut inner.slots[index];
+        let receiving = inner.datagrams.as_mut().expect("made with the first UDP socket");
         let mut count = 0;
         while let Some((id, len)) = slot.received.pop_front() {
-            each(inner.provided.bytes(id, len as usize));
-            inner.provided.give_back(id);
-            count += 1;
+            count += usize::from(receiving.read(id, len, &mut each));
+            receiving.buffers.give_back(id);
         }
         if count == 0 {
             if let Some(errno) = slot.ended {
@@ -249,14 +378,13 @@ impl Inner {
         self.slots[index].wake_writer();
     }
 
-    /// A datagram came for slot `index` (`result` bytes; an error is
-    /// handled as for a stream).
+    /// A message came for slot `index` (`result` bytes of its buffer
+    /// written; an error is handled as for a stream).
     pub(super) fn datagram_received(&mut self, index: usize, result: i32, flags: u32) {
         let slot = &mut self.slots[index];
-        if let Some(id) = cqueue::buffer_select(flags) {
-            // An empty datagram carries nothing for QUIC.
-            match slot.dropped || result == 0 {
-                true => self.provided.give_back(id),
+        if let (Some(id), Some(receiving)) = (cqueue::buffer_select(flags), &mut self.datagrams) {
+            match slot.dropped {
+                true => receiving.buffers.give_back(id),
                 false => slot.received.push_back((id, result as u32)),
             }
         }
@@ -322,7 +450,7 @@ mod tests {
         });
         rt.block_on(async {
             let ring = Ring::new(2).unwrap();
-            let socket = ring.adopt_datagram(connected_to(addr));
+            let socket = ring.adopt_datagram(connected_to(addr)).unwrap();
             let batch: Vec<u8> = (0..350u32).map(|i| (i % 251) as u8).collect();
             let single = [7u8; 20];
             let mut got: Vec<Vec<u8>> = Vec::new();
@@ -334,7 +462,7 @@ mod tests {
                     .await
                     .unwrap();
                 while got.len() < 5 {
-                    let n = std::future::poll_fn(|cx| socket.poll_recv(cx, |d| got.push(d.to_vec())))
+                    let n = std::future::poll_fn(|cx| socket.poll_recv(cx, |d, _| got.push(d.to_vec())))
                         .await
                         .unwrap();
                     assert!(n > 0);
@@ -355,6 +483,67 @@ mod tests {
         assert_eq!(echoing.join().unwrap(), [100, 100, 100, 50, 20]);
     }
 
+    /// With GRO on, a GSO batch of four datagrams on loopback arrives as
+    /// one message: its segment size says where to split it, and the ECN
+    /// bits the sender set come with it.
+    #[test]
+    fn a_ring_datagram_socket_receives_what_gro_joined_with_its_segment_size() {
+        let Some(rt) = runtime_for_rings() else {
+            return;
+        };
+        let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver.connect(sender.local_addr().unwrap()).unwrap();
+        receiver.set_nonblocking(true).unwrap();
+        // quinn-udp's socket options: GRO and the TOS byte on receives.
+        quinn_udp::UdpSocketState::new((&receiver).into()).unwrap();
+        let sending = quinn_udp::UdpSocketState::new((&sender).into()).unwrap();
+        let batch: Vec<u8> = (0..350u32).map(|i| (i % 251) as u8).collect();
+        let transmit = quinn_udp::Transmit {
+            destination: receiver.local_addr().unwrap(),
+            ecn: Some(quinn_udp::EcnCodepoint::Ect0),
+            contents: &batch,
+            segment_size: Some(100),
+            src_ip: None,
+        };
+        let mut messages: Vec<(Vec<u8>, Arrival)> = Vec::new();
+        rt.block_on(async {
+            let ring = Ring::new(2).unwrap();
+            let socket = ring.adopt_datagram(OwnedFd::from(receiver)).unwrap();
+            sending.try_send((&sender).into(), &transmit).unwrap();
+            ring.run(async {
+                while messages.iter().map(|(bytes, _)| bytes.len()).sum::<usize>() < batch.len() {
+                    let receive = std::future::poll_fn(|cx| {
+                        socket.poll_recv(cx, |d, arrival| messages.push((d.to_vec(), arrival)))
+                    });
+                    tokio::time::timeout(Duration::from_secs(5), receive)
+                        .await
+                        .expect("the batch arrives")
+                        .unwrap();
+                }
+            })
+            .await;
+        });
+        let datagrams: Vec<usize> = messages
+            .iter()
+            .flat_map(|(bytes, arrival)| bytes.chunks(arrival.stride).map(<[u8]>::len))
+            .collect();
+        assert_eq!(datagrams, [100, 100, 100, 50]);
+        assert_eq!(
+            messages
+                .iter()
+                .flat_map(|(bytes, _)| bytes.clone())
+                .collect::<Vec<u8>>(),
+            batch
+        );
+        if sending.max_gso_segments() > 1 {
+            assert_eq!(messages.len(), 1, "GRO joined the batch");
+        }
+        for (_, arrival) in &messages {
+            assert_eq!(arrival.ecn, quinn_udp::EcnCodepoint::Ect0 as u8);
+        }
+    }
+
     /// A port nobody listens on: the kernel's refusal ends the receive,
     /// and reading says so.
     #[test]
@@ -366,13 +555,13 @@ mod tests {
         let addr = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         rt.block_on(async {
             let ring = Ring::new(1).unwrap();
-            let socket = ring.adopt_datagram(connected_to(addr));
+            let socket = ring.adopt_datagram(connected_to(addr)).unwrap();
             let outcome = ring
                 .run(async {
                     std::future::poll_fn(|cx| socket.poll_send(cx, b"hello", 1200))
                         .await
                         .unwrap();
-                    let receive = std::future::poll_fn(|cx| socket.poll_recv(cx, |_| {}));
+                    let receive = std::future::poll_fn(|cx| socket.poll_recv(cx, |_, _| {}));
                     tokio::time::timeout(Duration::from_secs(5), receive).await
                 })
                 .await;

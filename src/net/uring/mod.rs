@@ -27,7 +27,7 @@
 mod datagram;
 mod timer;
 
-pub use datagram::RingDatagram;
+pub use datagram::{Arrival, RingDatagram};
 pub use timer::RingSleep;
 
 use io_uring::types::BufRingEntry;
@@ -92,6 +92,10 @@ struct Provided {
     entries: *mut BufRingEntry,
     /// Buffers, a power of two.
     count: usize,
+    /// Bytes in each.
+    size: usize,
+    /// The group a receive names to take one of these.
+    group: u16,
     memory: Box<[u8]>,
     /// The ring's tail as this side last published it.
     tail: u16,
@@ -103,11 +107,18 @@ impl Provided {
         Layout::from_size_align(count * size_of::<BufRingEntry>(), 4096).expect("a valid layout")
     }
 
-    /// Buffers for `connections` sockets.
+    /// Buffers for `connections` stream sockets.
     fn new(connections: usize) -> Provided {
         let count = (connections * 2)
             .next_power_of_two()
             .clamp(MIN_BUFFERS, MAX_BUFFERS);
+        Provided::with(count, BUFFER_SIZE, BUFFER_GROUP)
+    }
+
+    /// `count` buffers (a power of two) of `size` bytes, as group `group`.
+    /// The memory is allocated zeroed, so a page is only made resident
+    /// once a receive writes to it.
+    fn with(count: usize, size: usize, group: u16) -> Provided {
         // SAFETY: a non-zero size; null is checked below.
         let entries = unsafe { std::alloc::alloc_zeroed(Self::layout(count)) }.cast::<BufRingEntry>();
         if entries.is_null() {
@@ -116,7 +127,9 @@ impl Provided {
         let mut provided = Provided {
             entries,
             count,
-            memory: vec![0u8; count * BUFFER_SIZE].into_boxed_slice(),
+            size,
+            group,
+            memory: vec![0u8; count * size].into_boxed_slice(),
             tail: 0,
         };
         for id in 0..count {
@@ -125,7 +138,7 @@ impl Provided {
         provided
     }
 
-    /// Registers the buffers with `uring` as its one group.
+    /// Registers the buffers with `uring` as their group.
     fn register(&self, uring: &IoUring) -> io::Result<()> {
         // SAFETY: the entries stay allocated, unmoved, until the ring is
         // gone (`Drop for Ring` waits for the kernel or leaks them).
@@ -133,26 +146,33 @@ impl Provided {
             uring.submitter().register_buf_ring_with_flags(
                 self.entries as u64,
                 self.count as u16,
-                BUFFER_GROUP,
+                self.group,
                 0,
             )
         }
     }
 
     fn bytes(&self, id: u16, len: usize) -> &[u8] {
-        let start = usize::from(id) * BUFFER_SIZE;
+        let start = usize::from(id) * self.size;
         &self.memory[start..start + len]
+    }
+
+    /// Gives the memory up for lost, never freed: the kernel may still
+    /// write to it (see `Drop for Ring`).
+    fn leak(&mut self) {
+        std::mem::forget(std::mem::replace(&mut self.memory, Box::new([])));
+        self.entries = std::ptr::null_mut();
     }
 
     /// Hands buffer `id` (back) to the kernel.
     fn give_back(&mut self, id: u16) {
         let at = usize::from(self.tail & (self.count as u16).wrapping_sub(1));
-        let addr = self.memory.as_ptr() as u64 + (usize::from(id) * BUFFER_SIZE) as u64;
+        let addr = self.memory.as_ptr() as u64 + (usize::from(id) * self.size) as u64;
         // SAFETY: `at` < BUFFERS, inside the allocation; the kernel reads an
         // entry only once the tail below covers it, so writing it is ours.
         let entry = unsafe { &mut *self.entries.add(at) };
         entry.set_addr(addr);
-        entry.set_len(BUFFER_SIZE as u32);
+        entry.set_len(self.size as u32);
         entry.set_bid(id);
         self.tail = self.tail.wrapping_add(1);
         // SAFETY: the tail is a u16 inside the first entry, aligned, shared
@@ -198,8 +218,9 @@ struct Slot {
     /// Sends of `sending` in flight: at most one for a TCP socket, one per
     /// batch for a UDP socket's.
     sends: u32,
-    /// A UDP socket's ([`RingDatagram`]): each buffer received is one
-    /// datagram, and `queued` holds these batches of datagrams.
+    /// A UDP socket's ([`RingDatagram`]): it receives a message per
+    /// buffer, from the datagram buffers, and `queued` holds these batches
+    /// of datagrams.
     datagram: bool,
     batches: Vec<datagram::Batch>,
     /// The message headers of the GSO batches in flight.
@@ -242,6 +263,10 @@ struct Inner {
     slots: Vec<Slot>,
     free: Vec<usize>,
     provided: Provided,
+    /// Where UDP sockets receive, made with the first of them.
+    datagrams: Option<datagram::Receiving>,
+    /// Sockets the ring was made for (sizes the datagram buffers).
+    connections: usize,
     /// Slots with queued bytes to send at the end of the turn.
     to_send: Vec<usize>,
     /// Entries pushed and not yet submitted.
@@ -320,6 +345,8 @@ impl Ring {
                 slots: Vec::new(),
                 free: Vec::new(),
                 provided,
+                datagrams: None,
+                connections,
                 to_send: Vec::new(),
                 unsubmitted: false,
                 in_flight: 0,
@@ -330,8 +357,13 @@ impl Ring {
         }))
     }
 
-    /// Takes over a connected socket.
+    /// Takes over a connected stream socket.
     pub fn adopt(self: &Rc<Ring>, fd: OwnedFd) -> RingSocket {
+        self.adopt_as(fd, false)
+    }
+
+    /// Takes over a connected socket, a UDP one if `datagram`.
+    fn adopt_as(self: &Rc<Ring>, fd: OwnedFd, datagram: bool) -> RingSocket {
         let mut inner = self.inner.borrow_mut();
         let index = match inner.free.pop() {
             Some(index) => index,
@@ -355,6 +387,7 @@ impl Ring {
         *slot = Slot {
             fd: Some(fd),
             generation,
+            datagram,
             ..Slot::default()
         };
         // Armed at once, so the first response finds it waiting.
@@ -419,9 +452,10 @@ impl Drop for Ring {
         }
         if inner.in_flight > 0 {
             // Better a leak than memory the kernel may still write.
-            let provided = std::mem::replace(&mut inner.provided.memory, Box::new([]));
-            std::mem::forget(provided);
-            inner.provided.entries = std::ptr::null_mut();
+            inner.provided.leak();
+            if let Some(receiving) = &mut inner.datagrams {
+                receiving.buffers.leak();
+            }
             let slots = std::mem::take(&mut inner.slots);
             std::mem::forget(slots);
         }
@@ -479,9 +513,13 @@ impl Inner {
     fn arm_receive(&mut self, index: usize) {
         let slot = &mut self.slots[index];
         let Some(fd) = &slot.fd else { return };
-        let entry = match index < self.registered {
-            true => opcode::RecvMulti::new(types::Fixed(index as u32), BUFFER_GROUP).build(),
-            false => opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUFFER_GROUP).build(),
+        let fixed = index < self.registered;
+        let entry = match &self.datagrams {
+            Some(receiving) if slot.datagram => receiving.entry(fixed, index, fd.as_raw_fd()),
+            _ => match fixed {
+                true => opcode::RecvMulti::new(types::Fixed(index as u32), BUFFER_GROUP).build(),
+                false => opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUFFER_GROUP).build(),
+            },
         }
         .user_data(user_data(index, slot.generation, false));
         slot.receiving = true;
@@ -647,8 +685,12 @@ impl Inner {
     /// Frees a dropped socket's slot once the kernel is done with it.
     fn release(&mut self, index: usize) {
         let slot = &mut self.slots[index];
+        let buffers = match &mut self.datagrams {
+            Some(receiving) if slot.datagram => &mut receiving.buffers,
+            _ => &mut self.provided,
+        };
         for (id, _) in slot.received.drain(..) {
-            self.provided.give_back(id);
+            buffers.give_back(id);
         }
         if index < self.registered {
             // The table's reference would keep the socket open.
