@@ -9,7 +9,7 @@ use bytes::BytesMut;
 use std::cell::RefCell;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use tokio::io::Interest;
@@ -28,6 +28,16 @@ thread_local! {
     static RECV_AREA: RefCell<Box<[u8]>> =
         RefCell::new(vec![0; RECV_BUFFER * RECV_BATCH].into_boxed_slice());
 }
+
+/// The options quinn-udp turns on for control messages the ring's
+/// receive does not read: the TOS byte (ECN) and packet information, for
+/// IPv4 and IPv6.
+const UNREAD_CONTROL_MESSAGES: [(libc::c_int, libc::c_int); 4] = [
+    (libc::IPPROTO_IP, libc::IP_RECVTOS),
+    (libc::IPPROTO_IP, libc::IP_PKTINFO),
+    (libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS),
+    (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO),
+];
 
 /// One received message: the next `len` bytes of the connection's
 /// receive buffer, datagrams of `stride` bytes each (the last may be
@@ -75,10 +85,20 @@ impl Socket {
         let state = quinn_udp::UdpSocketState::new((&std_socket).into())?;
         let may_fragment = state.may_fragment();
         let socket = match ring {
-            Some(ring) => Socket::Ring {
-                gso: state.max_gso_segments().max(1),
-                socket: ring.adopt_datagram(OwnedFd::from(std_socket))?,
-            },
+            Some(ring) => {
+                // The ring reads only GRO's segment size from a receive's
+                // control data; each other control message (the packet's
+                // TOS byte and addresses, which quinn-udp's epoll path
+                // reads) costs the kernel work per receive for nothing.
+                for (level, name) in UNREAD_CONTROL_MESSAGES {
+                    // Best effort: an option the family lacks costs nothing.
+                    let _ = set_int_option(&std_socket, level, name, 0);
+                }
+                Socket::Ring {
+                    gso: state.max_gso_segments().max(1),
+                    socket: ring.adopt_datagram(OwnedFd::from(std_socket))?,
+                }
+            }
             None => Socket::Epoll {
                 socket: UdpSocket::from_std(std_socket)?,
                 state,
@@ -108,12 +128,12 @@ impl Socket {
         match self {
             Socket::Epoll { socket, state } => poll_recv_epoll(socket, state, cx, into, messages),
             Socket::Ring { socket, .. } => {
-                let received = socket.poll_recv(cx, |message, arrival| {
+                let received = socket.poll_recv(cx, |message, stride| {
                     into.extend_from_slice(message);
                     messages.push(Received {
                         len: message.len(),
-                        stride: arrival.stride,
-                        ecn: quinn_proto::EcnCodepoint::from_bits(arrival.ecn),
+                        stride,
+                        ecn: None,
                     });
                 });
                 received.map_ok(drop)
@@ -209,5 +229,28 @@ fn poll_recv_epoll(
             }
         }));
         return Poll::Ready(Ok(()));
+    }
+}
+
+/// Sets an `int` socket option.
+fn set_int_option(
+    socket: &std::net::UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: a plain syscall with a pointer to a live int of the size given.
+    let done = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&raw const value).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    match done {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }

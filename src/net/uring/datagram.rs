@@ -3,8 +3,8 @@
 //! A connected UDP socket gets a multishot `recvmsg`, into buffers of its
 //! own group (datagram buffers) that each hold the largest message GRO
 //! may make of datagrams the kernel joined, with the control data that
-//! says where it joined them (the segment size) and the ECN bits. Each
-//! completion is one such message. Datagrams to send are copied into the
+//! says where it joined them (the segment size). Each completion is one
+//! such message. Datagrams to send are copied into the
 //! socket's queue and go out at the end of the turn, a send operation per
 //! batch (several datagrams of one size go as one GSO send, as quinn-udp
 //! sends them over epoll), in the one `io_uring_enter` that submits the
@@ -19,9 +19,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-/// Room a datagram buffer keeps for control data: GRO's segment size,
-/// the TOS byte (ECN) and the packet information quinn-udp's socket
-/// options also ask for, 24 to 32 bytes each.
+/// Room a datagram buffer keeps for control data: GRO's segment size, and
+/// whatever else the socket's options ask for (the TOS byte, packet
+/// information: 24 to 32 bytes each), which is skipped.
 const CONTROL_ROOM: usize = 128;
 /// A datagram buffer: the kernel's header of the message (16 bytes), its
 /// control data and the largest payload GRO makes (under 64 KiB).
@@ -67,7 +67,7 @@ impl Receiving {
     /// Hands `each` the message in buffer `id` (`len` bytes written), if
     /// it holds one whole: a payload cut short (no room) is a lost
     /// datagram, as an empty one carries nothing for QUIC.
-    fn read(&self, id: u16, len: u32, each: &mut impl FnMut(&[u8], Arrival)) -> bool {
+    fn read(&self, id: u16, len: u32, each: &mut impl FnMut(&[u8], usize)) -> bool {
         let Ok(message) = types::RecvMsgOut::parse(self.buffers.bytes(id, len as usize), &self.header) else {
             return false;
         };
@@ -75,39 +75,16 @@ impl Receiving {
         if message.is_payload_truncated() || payload.is_empty() {
             return false;
         }
-        let mut arrival = Arrival {
-            stride: payload.len(),
-            ecn: 0,
-        };
-        for (level, kind, data) in control_messages(message.control_data()) {
-            match (level, kind) {
-                (libc::SOL_UDP, libc::UDP_GRO) => {
-                    if let Some(size) = int_of(data).filter(|size| *size > 0) {
-                        arrival.stride = size as usize;
-                    }
-                }
-                (libc::IPPROTO_IP, libc::IP_TOS) => {
-                    arrival.ecn = data.first().map_or(0, |tos| tos & 0b11);
-                }
-                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
-                    arrival.ecn = int_of(data).map_or(0, |class| (class & 0b11) as u8);
-                }
-                _ => {}
-            }
-        }
-        each(payload, arrival);
+        // Where GRO joined datagrams, the size of each (the last may be
+        // shorter); without it the message is one datagram.
+        let stride = control_messages(message.control_data())
+            .find(|(level, kind, _)| (*level, *kind) == (libc::SOL_UDP, libc::UDP_GRO))
+            .and_then(|(_, _, data)| int_of(data))
+            .filter(|size| *size > 0)
+            .map_or(payload.len(), |size| size as usize);
+        each(payload, stride);
         true
     }
-}
-
-/// What came with a received message besides its bytes.
-#[derive(Clone, Copy, Debug)]
-pub struct Arrival {
-    /// The size of each datagram GRO joined into the message (the last may
-    /// be shorter); the message's size when it is one datagram.
-    pub stride: usize,
-    /// The ECN bits of its IP header.
-    pub ecn: u8,
 }
 
 /// The control messages in `control`, as the kernel lays them out
@@ -161,15 +138,15 @@ impl Ring {
 }
 
 impl RingDatagram {
-    /// Hands `each` every message received since the last call, in order
-    /// (one datagram, or several of `Arrival::stride` bytes that GRO
-    /// joined): ready with how many there were, pending (`cx` woken by
+    /// Hands `each` every message received since the last call, in order,
+    /// with its stride (one datagram, or several of `stride` bytes that
+    /// GRO joined, the last possibly shorter): ready with how many there were, pending (`cx` woken by
     /// the next) when there were none, or the error that ended the
     /// socket's receives (an unreachable port, for one).
     pub fn poll_recv(
         &self,
         cx: &mut Context<'_>,
-        mut each: impl FnMut(&[u8], Arrival),
+        mut each: impl FnMut(&[u8], usize),
     ) -> Poll<io::Result<usize>> {
         let index = self.socket.index;
         let mut inner = self.socket.ring.inner.borrow_mut();
@@ -484,8 +461,8 @@ mod tests {
     }
 
     /// With GRO on, a GSO batch of four datagrams on loopback arrives as
-    /// one message: its segment size says where to split it, and the ECN
-    /// bits the sender set come with it.
+    /// one message, and its segment size says where to split it (past the
+    /// other control messages quinn-udp's options ask for).
     #[test]
     fn a_ring_datagram_socket_receives_what_gro_joined_with_its_segment_size() {
         let Some(rt) = runtime_for_rings() else {
@@ -495,7 +472,8 @@ mod tests {
         let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
         receiver.connect(sender.local_addr().unwrap()).unwrap();
         receiver.set_nonblocking(true).unwrap();
-        // quinn-udp's socket options: GRO and the TOS byte on receives.
+        // quinn-udp's socket options: GRO, the TOS byte and packet
+        // information on receives.
         quinn_udp::UdpSocketState::new((&receiver).into()).unwrap();
         let sending = quinn_udp::UdpSocketState::new((&sender).into()).unwrap();
         let batch: Vec<u8> = (0..350u32).map(|i| (i % 251) as u8).collect();
@@ -506,7 +484,7 @@ mod tests {
             segment_size: Some(100),
             src_ip: None,
         };
-        let mut messages: Vec<(Vec<u8>, Arrival)> = Vec::new();
+        let mut messages: Vec<(Vec<u8>, usize)> = Vec::new();
         rt.block_on(async {
             let ring = Ring::new(2).unwrap();
             let socket = ring.adopt_datagram(OwnedFd::from(receiver)).unwrap();
@@ -514,7 +492,7 @@ mod tests {
             ring.run(async {
                 while messages.iter().map(|(bytes, _)| bytes.len()).sum::<usize>() < batch.len() {
                     let receive = std::future::poll_fn(|cx| {
-                        socket.poll_recv(cx, |d, arrival| messages.push((d.to_vec(), arrival)))
+                        socket.poll_recv(cx, |d, stride| messages.push((d.to_vec(), stride)))
                     });
                     tokio::time::timeout(Duration::from_secs(5), receive)
                         .await
@@ -526,7 +504,7 @@ mod tests {
         });
         let datagrams: Vec<usize> = messages
             .iter()
-            .flat_map(|(bytes, arrival)| bytes.chunks(arrival.stride).map(<[u8]>::len))
+            .flat_map(|(bytes, stride)| bytes.chunks(*stride).map(<[u8]>::len))
             .collect();
         assert_eq!(datagrams, [100, 100, 100, 50]);
         assert_eq!(
@@ -538,9 +516,6 @@ mod tests {
         );
         if sending.max_gso_segments() > 1 {
             assert_eq!(messages.len(), 1, "GRO joined the batch");
-        }
-        for (_, arrival) in &messages {
-            assert_eq!(arrival.ecn, quinn_udp::EcnCodepoint::Ect0 as u8);
         }
     }
 

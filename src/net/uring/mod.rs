@@ -27,7 +27,7 @@
 mod datagram;
 mod timer;
 
-pub use datagram::{Arrival, RingDatagram};
+pub use datagram::RingDatagram;
 pub use timer::RingSleep;
 
 use io_uring::types::BufRingEntry;
