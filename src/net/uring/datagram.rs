@@ -4,13 +4,13 @@
 //! own group (datagram buffers) that each hold the largest message GRO
 //! may make of datagrams the kernel joined, with the control data that
 //! says where it joined them (the segment size). Each completion is one
-//! such message. Datagrams to send are copied into the
-//! socket's queue and go out at the end of the turn, a send operation per
-//! batch (several datagrams of one size go as one GSO send, as quinn-udp
-//! sends them over epoll), in the one `io_uring_enter` that submits the
-//! whole turn. Readiness costs a `sendmsg` per connection per turn, and a
-//! `recvmmsg` and an `epoll_wait` per connection woken; on the ring all of
-//! a turn's connections share one system call.
+//! such message. Datagrams to send are copied into the socket's queue
+//! and go out at the end of the turn, a send operation per batch (several
+//! datagrams of one size go as one GSO send, as quinn-udp sends them over
+//! epoll), in the one `io_uring_enter` that submits the whole turn.
+//! Readiness costs a `sendmsg` per connection per turn, and a `recvmmsg`
+//! and an `epoll_wait` per connection woken; on the ring all of a turn's
+//! connections share one system call.
 
 use super::{Inner, Provided, Ring, RingSocket, SEND_QUEUE, keep_waker, send, user_data};
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
@@ -140,9 +140,10 @@ impl Ring {
 impl RingDatagram {
     /// Hands `each` every message received since the last call, in order,
     /// with its stride (one datagram, or several of `stride` bytes that
-    /// GRO joined, the last possibly shorter): ready with how many there were, pending (`cx` woken by
-    /// the next) when there were none, or the error that ended the
-    /// socket's receives (an unreachable port, for one).
+    /// GRO joined, the last possibly shorter): ready with how many there
+    /// were, pending (`cx` woken by the next) when there were none, or the
+    /// error that ended the socket's receives (an unreachable port, for
+    /// one).
     pub fn poll_recv(
         &self,
         cx: &mut Context<'_>,
