@@ -69,6 +69,14 @@ request = function() return batch end
 """
 
 
+def split_cores():
+    """The cores this process may use, split as the benchmarks pin: the last
+    for the target, the rest (the same one on a single core) for the
+    generator, as a taskset list."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[-1], ",".join(str(c) for c in cpus[:-1]) or str(cpus[-1])
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -21,7 +21,8 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import VOLLEY, CaseRows, alternate, free_port, oha_figures, publish, stop, volley_figures
+from benchlib import (VOLLEY, CaseRows, alternate, free_port, oha_figures, publish, split_cores, stop,
+                      volley_figures)
 from vs_shb import run_shb
 
 
@@ -67,9 +68,7 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
     args = ap.parse_args()
 
-    cpus = sorted(os.sched_getaffinity(0))
-    target_core = cpus[-1]
-    gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
+    target_core, gen_cores = split_cores()
     port = free_port()
     target = start_target(target_core, port)
     time.sleep(0.2)
