@@ -51,3 +51,22 @@ impl SavedReport {
         serde_json::from_value(value).map_err(|e| not_a_report(e.to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// An interval's end as the collector computes it (7 x 0.2 s) is one
+    /// unit in the last place above 1.4 and is written so; reading it back
+    /// must give that figure, not 1.4, or a report rendered again from its
+    /// file differs from the run's own (why Cargo.toml turns on
+    /// serde_json's `float_roundtrip`; the integration suite checks it
+    /// does, as the test builds get the feature from a dev-dependency).
+    #[test]
+    fn figures_read_back_to_the_last_bit() {
+        let written = 7.0 * 0.2;
+        assert_ne!(written, 1.4);
+        let text = serde_json::to_string(&written).unwrap();
+        assert_eq!(text, "1.4000000000000001");
+        let read: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(read.as_f64(), Some(written));
+    }
+}

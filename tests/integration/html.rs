@@ -131,6 +131,26 @@ fn the_html_report_reads_right_in_a_browser() {
     );
 }
 
+/// The page rendered again from a saved report is the run's own only if
+/// every figure reads back to the last bit (an interval's end, 7 x 0.2 s,
+/// is written 1.4000000000000001). serde_json's default parser can land
+/// one unit in the last place off; its `float_roundtrip` feature is exact.
+/// The test above cannot tell: a dev-dependency turns the feature on for
+/// every build `cargo test` makes, the volley binary it runs included,
+/// while `cargo build --release` leaves it off unless the manifest asks.
+#[test]
+fn the_shipped_binary_reads_saved_figures_back_exactly() {
+    let manifest = include_str!("../../Cargo.toml");
+    let serde_json = manifest
+        .lines()
+        .find(|line| line.starts_with("serde_json ="))
+        .expect("Cargo.toml depends on serde_json");
+    assert!(
+        serde_json.contains("\"float_roundtrip\""),
+        "Cargo.toml's serde_json must turn on float_roundtrip: {serde_json}"
+    );
+}
+
 /// Under -R the over-time chart shows each interval's service time beside
 /// its latency from the intended send, and hovering shows both as the JSON
 /// report has them.
