@@ -691,12 +691,17 @@ impl Inner {
     /// Sends every datagram the connection has; pending while the socket
     /// is full (`cx` woken when it has room).
     fn poll_transmit(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // One reading of the clock for all the datagrams of this flush, as
+        // quinn's own driver does: they are built microseconds apart. A
+        // reading each (and one more for the `None` that ends the loop)
+        // made the clock 2.6-3.6% of a run's CPU; 2.2-2.9% this way.
+        let now = Instant::now();
         loop {
             if self.unsent.is_none() {
                 self.send_buf.clear();
-                self.unsent =
-                    self.quic
-                        .poll_transmit(Instant::now(), self.socket.max_datagrams(), &mut self.send_buf);
+                self.unsent = self
+                    .quic
+                    .poll_transmit(now, self.socket.max_datagrams(), &mut self.send_buf);
             }
             let Some(transmit) = &self.unsent else {
                 return Poll::Ready(());
