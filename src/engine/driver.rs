@@ -18,13 +18,26 @@ use crate::net::Stream;
 use crate::request::Request;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
-use futures_util::FutureExt;
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::io::AsyncWrite;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
-/// One request loop's way to the server, kept across requests and phases.
-pub enum Driver {
+/// One request loop's way to the server, and the timer that bounds its
+/// requests, kept across requests and phases.
+pub struct Driver {
+    way: Way,
+    /// The request timeout: one timer for all the loop's requests. Each
+    /// request moves its deadline later, which in tokio's timer wheel is
+    /// only a number changed (the entry is moved when the old deadline
+    /// comes up); a timer per request was put into the wheel and taken out
+    /// again every time.
+    timeout: Pin<Box<Sleep>>,
+}
+
+/// How a loop reaches the server.
+enum Way {
     /// A connection of its own.
     H1(H1),
     /// A place on an HTTP/2 connection shared with other loops.
@@ -87,16 +100,21 @@ enum Written {
 impl Driver {
     /// The driver of the run's protocol for a new loop.
     pub(super) fn new(ctx: &WorkerCtx) -> Driver {
-        match ctx.shared.prepared {
+        let way = match ctx.shared.prepared {
             Prepared::Http1(_) => {
                 let mut h1 = H1::default();
                 if ctx.connector.ring().is_some() {
                     h1.socket.reader = ResponseReader::with_capacity(http1::response::SMALL_BUFFER);
                 }
-                Driver::H1(h1)
+                Way::H1(h1)
             }
-            Prepared::Http2(_) => Driver::H2(ctx.next_lane()),
-            Prepared::Http3 { .. } => Driver::H3(ctx.next_h3_lane()),
+            Prepared::Http2(_) => Way::H2(ctx.next_lane()),
+            Prepared::Http3 { .. } => Way::H3(ctx.next_h3_lane()),
+        };
+        Driver {
+            way,
+            // Set to each request's deadline before it is waited on.
+            timeout: Box::pin(tokio::time::sleep_until(Instant::now())),
         }
     }
 
@@ -113,10 +131,11 @@ impl Driver {
         deadline: Instant,
         mut answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
-        let lane = match self {
-            Driver::H1(h1) => return h1.round_trip(ctx, outgoing, deadline, answered).await,
-            Driver::H3(lane) => return h3_round_trip(ctx, lane, outgoing, deadline, answered).await,
-            Driver::H2(lane) => lane,
+        let mut timer = Timer::at(self.timeout.as_mut(), deadline, ctx);
+        let lane = match &mut self.way {
+            Way::H1(h1) => return h1.round_trip(ctx, outgoing, timer, answered).await,
+            Way::H3(lane) => return h3_round_trip(ctx, lane, outgoing, timer, answered).await,
+            Way::H2(lane) => lane,
         };
         let shared = &ctx.shared;
         let keepalive = shared.transport.keepalive;
@@ -135,7 +154,7 @@ impl Driver {
                 }
             }
         };
-        match within(ctx, deadline, exchange).await {
+        match timer.within(exchange).await {
             Ok(head) => {
                 answered(head);
                 Ok(())
@@ -147,25 +166,25 @@ impl Driver {
     /// Opens the loop's connection now if it has none (HTTP/2: its
     /// group's), instead of at its first request.
     pub(super) async fn connect(&mut self, ctx: &WorkerCtx) -> Result<(), RequestError> {
-        match self {
-            Driver::H1(h1) if h1.socket.stream.is_none() => {
+        match &mut self.way {
+            Way::H1(h1) if h1.socket.stream.is_none() => {
                 h1.socket.stream = Some(ctx.connector.connect(&ctx.recorder).await?);
                 h1.socket.reader.clear();
                 Ok(())
             }
-            Driver::H1(_) => Ok(()),
-            Driver::H2(lane) => lane.connect(&ctx.connector, &ctx.recorder).await,
-            Driver::H3(lane) => lane.connect(ctx.dialer(), &ctx.recorder).await,
+            Way::H1(_) => Ok(()),
+            Way::H2(lane) => lane.connect(&ctx.connector, &ctx.recorder).await,
+            Way::H3(lane) => lane.connect(ctx.dialer(), &ctx.recorder).await,
         }
     }
 
     /// Sends the next request on a new connection (a plan's
     /// `new_conn_per_iter`).
     pub(super) fn new_connection(&mut self) {
-        match self {
-            Driver::H1(h1) => h1.socket.stream = None,
-            Driver::H2(lane) => lane.new_connection(),
-            Driver::H3(lane) => lane.new_connection(),
+        match &mut self.way {
+            Way::H1(h1) => h1.socket.stream = None,
+            Way::H2(lane) => lane.new_connection(),
+            Way::H3(lane) => lane.new_connection(),
         }
     }
 }
@@ -175,7 +194,7 @@ async fn h3_round_trip(
     ctx: &WorkerCtx,
     lane: &mut crate::http3::Lane,
     outgoing: Outgoing<'_>,
-    deadline: Instant,
+    mut timer: Timer<'_>,
     mut answered: impl FnMut(ResponseHead),
 ) -> Result<(), Lost> {
     let keepalive = ctx.shared.transport.keepalive;
@@ -195,7 +214,7 @@ async fn h3_round_trip(
             }
         }
     };
-    match within(ctx, deadline, exchange).await {
+    match timer.within(exchange).await {
         Ok(head) => {
             answered(head);
             Ok(())
@@ -211,7 +230,7 @@ impl H1 {
         &mut self,
         ctx: &WorkerCtx,
         outgoing: Outgoing<'_>,
-        deadline: Instant,
+        mut timer: Timer<'_>,
         mut answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
         let shared = &ctx.shared;
@@ -242,7 +261,7 @@ impl H1 {
         };
         let socket = &mut self.socket;
         let send = socket.connect_and_write(ctx, bytes, first);
-        let cut = match within(ctx, deadline, send).await {
+        let cut = match timer.within(send).await {
             Ok(Written::All) => None,
             Ok(Written::Cut(write_err)) => Some(write_err),
             Err(err) => {
@@ -255,7 +274,7 @@ impl H1 {
             let read = socket
                 .reader
                 .read_response_into(stream, &ctx.sink, is_head, capture.as_deref_mut());
-            let head = match within(ctx, deadline, read).await {
+            let head = match timer.within(read).await {
                 Ok(head) => head,
                 Err(err) => {
                     // This request and every later one of the round are
@@ -292,25 +311,65 @@ impl H1 {
     }
 }
 
-/// The outcome of `work`, or a timeout once `deadline` has passed (the
-/// request timeout, from the actual send). A plain function over
-/// combinators rather than an `async fn`: an `async fn` would move `work`
-/// into a state machine of its own, a copy per request that measured as
-/// 2.5% of a run's CPU in `memmove`.
-fn within<T>(
-    ctx: &WorkerCtx,
-    deadline: Instant,
-    work: impl Future<Output = Result<T, RequestError>>,
-) -> impl Future<Output = Result<T, RequestError>> {
-    let timeout = ctx.shared.transport.timeout;
-    tokio::time::timeout_at(deadline, work).map(move |done| {
-        done.unwrap_or_else(|_| {
-            Err(RequestError::new(
+/// A loop's timer set to one request's deadline (the request timeout, from
+/// the actual send), for each step of the request to be bounded by.
+struct Timer<'t> {
+    sleep: Pin<&'t mut Sleep>,
+    /// The run's request timeout, which the error names.
+    timeout: Duration,
+}
+
+impl<'t> Timer<'t> {
+    fn at(mut sleep: Pin<&'t mut Sleep>, deadline: Instant, ctx: &WorkerCtx) -> Timer<'t> {
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        Timer {
+            sleep,
+            timeout: ctx.shared.transport.timeout,
+        }
+    }
+
+    /// The outcome of `work`, or a timeout once the deadline has passed.
+    fn within<T, F: Future<Output = Result<T, RequestError>>>(&mut self, work: F) -> Within<'_, F> {
+        Within {
+            work,
+            sleep: self.sleep.as_mut(),
+            timeout: self.timeout,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// [`Timer::within`]'s future. A struct rather than an `async fn`: an
+    /// `async fn` would move `work` into a state machine of its own, a copy
+    /// per request that measured as 2.5% of a run's CPU in `memmove`.
+    struct Within<'a, F> {
+        #[pin]
+        work: F,
+        sleep: Pin<&'a mut Sleep>,
+        timeout: Duration,
+    }
+}
+
+impl<T, F: Future<Output = Result<T, RequestError>>> Future for Within<'_, F> {
+    type Output = Result<T, RequestError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        // The work first, as tokio's own timeout does: a response that is
+        // in counts even when the deadline has just passed.
+        if let Poll::Ready(done) = this.work.poll(cx) {
+            return Poll::Ready(done);
+        }
+        match this.sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(RequestError::new(
                 ErrorKind::Timeout,
-                ErrorDetail::Timeout(timeout),
-            ))
-        })
-    })
+                ErrorDetail::Timeout(*this.timeout),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 impl Socket {

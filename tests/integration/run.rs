@@ -104,6 +104,25 @@ fn stalled_response_is_timeout() {
     );
 }
 
+/// A loop keeps one timer for all its requests and moves it to each new
+/// deadline: a prompt server must see no timeout long after the first
+/// request's deadline has passed, over each protocol's driver.
+#[test]
+fn a_loops_timer_follows_each_requests_deadline() {
+    let server = target();
+    for protocol in [None, Some("--http2")] {
+        let mut args = vec!["run", "-d", "2500ms", "-c", "2", "--timeout", "1s"];
+        args.extend(protocol);
+        let path = url(&server, "/hi");
+        args.push(&path);
+        let (out, report) = volley_json(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let s = summary(&report);
+        assert!(s["requests"].as_f64().unwrap() > 100.0, "{s}");
+        assert_eq!(s["errors"], 0, "{protocol:?}: {s}");
+    }
+}
+
 #[test]
 fn garbage_is_protocol_error() {
     let server = target();
