@@ -24,6 +24,10 @@ pub struct ResponseHead {
     /// response of each HTTP/2 connection (its fields are otherwise left
     /// undecoded); never over HTTP/3, which is spoken already.
     pub h3_offer: Option<u16>,
+    /// When the request began to go out, where its connection held it back
+    /// after its loop queued it (HTTP/2's `--coalesce`); `None` where it
+    /// went out as its loop sent it.
+    pub sent_at: Option<std::time::Instant>,
 }
 
 /// The UDP port an `Alt-Svc` field value (RFC 7838) offers HTTP/3 on:

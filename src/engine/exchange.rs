@@ -60,7 +60,10 @@ impl Lanes {
             super::Prepared::Http1(_) => Lanes::Http1,
             super::Prepared::Http2(_) => Lanes::Http2 {
                 home: RefCell::new(None),
-                outbox: Rc::default(),
+                outbox: Rc::new(match shared.transport.coalesce {
+                    true => Outbox::coalescing(),
+                    false => Outbox::default(),
+                }),
             },
             super::Prepared::Http3 { quic, .. } => Lanes::Http3 {
                 home: RefCell::new(None),
@@ -129,8 +132,11 @@ impl WorkerCtx {
 /// Records one answered request.
 pub(super) fn record_response(ctx: &WorkerCtx, ticket: Ticket, sent_at: Instant, head: ResponseHead) {
     let now = Instant::now();
+    // A request its connection held back (`--coalesce`, closed model only)
+    // was sent when it went out, not when its ticket was taken.
+    let (intended, sent_at) = head.sent_at.map_or((ticket.intended, sent_at), |t| (t, t));
     let sample = Sample {
-        latency_us: micros_between(ticket.intended, now),
+        latency_us: micros_between(intended, now),
         service_us: micros_between(sent_at, now),
         bytes: head.bytes,
         outcome: classify(ctx, head.status),

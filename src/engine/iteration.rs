@@ -215,6 +215,9 @@ impl Walk<'_> {
                 false
             }
             Ok(head) => {
+                // Held back by its connection (`--coalesce`, closed model
+                // only): sent when it went out.
+                let (from, started) = head.sent_at.map_or((from, started), |t| (t, t));
                 let sample = Sample {
                     latency_us: micros_between(from, now),
                     service_us: micros_between(started, now),

@@ -222,6 +222,7 @@ impl ResponseReader {
                 // (volley never asks for one): it cannot carry a next request.
                 close: close || closed || status == 101,
                 h3_offer,
+                sent_at: None,
             });
         }
     }

@@ -23,7 +23,7 @@
 use super::frame;
 use super::group::Multiplexed;
 use super::machine::{FLUSH_ACKS_AT, Finished, Machine};
-use super::outbox::{Outbox, Pending, Seat};
+use super::outbox::{Outbox, Pending, Seat, WriteOut};
 use super::request::H2Request;
 use crate::net::Stream;
 use crate::response::Capture;
@@ -32,12 +32,17 @@ use std::cell::RefCell;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Start size of the read buffer: room for a full frame and then some.
 const READ_BUFFER: usize = 64 * 1024;
 /// Read again only with at least this much room left (else compact first).
 const MIN_READ_ROOM: usize = frame::MAX_FRAME + frame::HEAD_LEN;
+/// The shortest bound on how long a connection holds its requests back
+/// for its other streams' responses (`--coalesce`); tokio's timers have
+/// millisecond steps, so a shorter one would not be kept anyway.
+const MIN_LINGER: Duration = Duration::from_millis(1);
 /// A lane yields to the runtime after this many reads in one poll that
 /// found bytes waiting: a server that sends frames faster than they are
 /// handled (endless interim HEADERS, empty DATA frames) never leaves the
@@ -54,6 +59,12 @@ struct Inner {
     wpos: usize,
     /// The lane whose waker the socket holds (see the module doc).
     driver: Option<usize>,
+    /// `--coalesce`: requests wait to go out with the other streams'.
+    coalesce: bool,
+    /// When the requests waiting now were first held back.
+    held_since: Option<Instant>,
+    /// When the last write of held requests began.
+    last_write: Option<Instant>,
 }
 
 /// One HTTP/2 connection, shared by the lanes of one [`super::Home`].
@@ -63,25 +74,28 @@ pub struct Conn {
 }
 
 impl Pending for Conn {
-    fn write_out(&self, cx: &mut Context<'_>) -> Poll<()> {
+    fn write_out(&self, cx: &mut Context<'_>) -> WriteOut {
         let mut inner = self.inner.borrow_mut();
-        let flushed = inner.poll_flush(cx);
+        let held = inner.hold();
         if inner.orphaned() {
             // No lane holds the socket's waker: wake one to read.
             if let Some(waker) = inner.m.a_waiting_waker() {
                 waker.wake_by_ref();
             }
         }
-        match flushed {
+        if let Some(until) = held {
+            return WriteOut::Held(until);
+        }
+        match inner.poll_flush(cx) {
             Poll::Ready(Ok(())) => self.seat.leave(),
             Poll::Ready(Err(err)) => {
                 inner.m.die(RequestError::from_io(err), usize::MAX);
                 inner.m.wbuf.clear();
                 self.seat.leave();
             }
-            Poll::Pending => return Poll::Pending,
+            Poll::Pending => return WriteOut::Blocked,
         }
-        Poll::Ready(())
+        WriteOut::Done
     }
 }
 
@@ -89,6 +103,7 @@ impl Conn {
     /// Takes a connected stream and queues the preface and settings; they
     /// go out with the first request.
     pub fn new(io: Stream, lanes: usize, outbox: Rc<Outbox>) -> Rc<Conn> {
+        let coalesce = outbox.coalesces();
         Rc::new_cyclic(|this| Conn {
             seat: Seat::new(outbox, this.clone()),
             inner: RefCell::new(Inner {
@@ -99,6 +114,9 @@ impl Conn {
                 rend: 0,
                 wpos: 0,
                 driver: None,
+                coalesce,
+                held_since: None,
+                last_write: None,
             }),
         })
     }
@@ -247,7 +265,43 @@ impl Inner {
         self.driver.is_none() && !self.m.dead && self.m.any_open()
     }
 
+    /// With `--coalesce`: whether the queued requests wait, and until
+    /// when; `None` to write now. They wait until every lane of the
+    /// connection has its next request queued, so that the connection's
+    /// streams go out in rounds, one write each: a round waits for all of
+    /// the last one's responses (`Held(None)`: a response, or a request
+    /// timeout, ends the wait). A lane that paused or stopped is waited
+    /// for at most as long as the last round took from its write to the
+    /// hold (and at least [`MIN_LINGER`]). Acknowledgements and window
+    /// updates the server may be waiting for are never held.
+    fn hold(&mut self) -> Option<Option<Instant>> {
+        let m = &self.m;
+        if !self.coalesce || m.dead || m.pending_acks > 0 || m.window_due || !m.has_unsent() || m.all_unsent()
+        {
+            self.held_since = None;
+            return None;
+        }
+        let now = Instant::now();
+        let since = *self.held_since.get_or_insert(now);
+        if m.awaits_written() {
+            return Some(None);
+        }
+        let round = self
+            .last_write
+            .map_or(MIN_LINGER, |at| since.saturating_duration_since(at));
+        let until = since + round.max(MIN_LINGER);
+        (now < until).then_some(Some(until))
+    }
+
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.coalesce && self.wpos < self.m.wbuf.len() {
+            // A held request's latency starts when it goes out, not when
+            // its lane queued it.
+            let now = Instant::now();
+            self.m.stamp_unsent(now);
+            self.held_since = None;
+            self.last_write = Some(now);
+        }
         while self.wpos < self.m.wbuf.len() {
             let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.m.wbuf[self.wpos..]))?;
             if n == 0 {
@@ -258,6 +312,7 @@ impl Inner {
         self.m.wbuf.clear();
         self.wpos = 0;
         self.m.pending_acks = 0;
+        self.m.window_due = false;
         Pin::new(&mut self.io).poll_flush(cx)
     }
 
@@ -335,6 +390,7 @@ pub fn feed_server_bytes(io: Stream, request: &H2Request, bytes: &[u8], piece: u
             inner.m.wbuf.clear();
             inner.wpos = 0;
             inner.m.pending_acks = 0;
+            inner.m.window_due = false;
         }
         for (lane, done) in finished.into_iter().enumerate() {
             if done && conn.accepts_streams() {

@@ -10,6 +10,7 @@ use super::request::H2Request;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, RequestError};
 use std::task::Waker;
+use std::time::Instant;
 
 /// Why a stream ended without a response.
 #[derive(Debug)]
@@ -56,6 +57,9 @@ struct LaneState {
     capture: Option<Capture>,
     /// The port its response's `Alt-Svc` offers HTTP/3 on.
     h3_offer: Option<u16>,
+    /// `--coalesce`: when the stream's request began to go out; `None`
+    /// while it waits in the write buffer.
+    sent_at: Option<Instant>,
 }
 
 impl LaneState {
@@ -126,6 +130,9 @@ pub struct Machine {
     /// PING and SETTINGS acknowledgements queued since the write buffer
     /// was last written out whole.
     pub pending_acks: u32,
+    /// A WINDOW_UPDATE is queued: the server may be waiting for it to send
+    /// more, so it is never held back (`--coalesce`).
+    pub window_due: bool,
     /// The lane whose call is handling frames: the streams it finishes for
     /// others wake them, its own is seen on return.
     reading: usize,
@@ -168,6 +175,7 @@ impl Machine {
             continuing: None,
             capacity_waiters: Vec::new(),
             pending_acks: 0,
+            window_due: false,
             reading: usize::MAX,
             alt_svc_looked: false,
         }
@@ -192,6 +200,33 @@ impl Machine {
         }
         self.capacity_waiters.push(waker.clone());
         false
+    }
+
+    /// Whether a stream's request waits in the write buffer, not yet
+    /// stamped as sent (`--coalesce`).
+    pub fn has_unsent(&self) -> bool {
+        self.lanes.iter().any(|l| l.id != 0 && l.sent_at.is_none())
+    }
+
+    /// Whether every lane has a stream whose request waits in the write
+    /// buffer (`--coalesce`).
+    pub fn all_unsent(&self) -> bool {
+        self.lanes.iter().all(|l| l.id != 0 && l.sent_at.is_none())
+    }
+
+    /// Whether a stream whose request went out still waits for its
+    /// response (`--coalesce`).
+    pub fn awaits_written(&self) -> bool {
+        self.lanes.iter().any(|l| l.open() && l.sent_at.is_some())
+    }
+
+    /// Stamps the streams whose requests go out now (`--coalesce`).
+    pub fn stamp_unsent(&mut self, now: Instant) {
+        for lane in &mut self.lanes {
+            if lane.id != 0 && lane.sent_at.is_none() {
+                lane.sent_at = Some(now);
+            }
+        }
     }
 
     /// Whether any lane waits for its stream.
@@ -311,6 +346,7 @@ impl Machine {
             bytes: state.bytes,
             close: false,
             h3_offer: state.h3_offer,
+            sent_at: state.sent_at,
         };
         let capture = state.capture.take();
         self.release(lane);
@@ -324,6 +360,7 @@ impl Machine {
         state.result = None;
         state.capture = None;
         state.h3_offer = None;
+        state.sent_at = None;
         self.active -= 1;
         if let Some(waiter) = self.capacity_waiters.pop() {
             waiter.wake();

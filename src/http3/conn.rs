@@ -21,7 +21,7 @@ use super::frame::{self, FrameReader, Piece};
 use super::qpack;
 use super::request::H3Request;
 use super::udp::{Received, Socket};
-use crate::http2::{Multiplexed, Outbox, Pending, Seat};
+use crate::http2::{Multiplexed, Outbox, Pending, Seat, WriteOut};
 use crate::net::uring::Ring;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
@@ -184,7 +184,7 @@ pub struct Conn {
 }
 
 impl Pending for Conn {
-    fn write_out(&self, cx: &mut Context<'_>) -> Poll<()> {
+    fn write_out(&self, cx: &mut Context<'_>) -> WriteOut {
         let mut inner = self.inner.borrow_mut();
         let sent = inner.poll_transmit(cx);
         // Sending may have armed a timer (loss detection) earlier than the
@@ -198,9 +198,9 @@ impl Pending for Conn {
         match sent {
             Poll::Ready(()) => {
                 self.seat.leave();
-                Poll::Ready(())
+                WriteOut::Done
             }
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => WriteOut::Blocked,
         }
     }
 }
@@ -499,6 +499,7 @@ impl Inner {
             close: false,
             // Alt-Svc offers HTTP/3 to clients not speaking it already.
             h3_offer: None,
+            sent_at: None,
         };
         let capture = state.capture.take();
         self.let_go(lane);

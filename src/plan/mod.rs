@@ -127,6 +127,9 @@ pub struct Transport<Tls = crate::tls::TlsOptions> {
     pub http: HttpVersion,
     /// HTTP/2 streams in flight per connection.
     pub streams: usize,
+    /// `--coalesce`: a connection's streams send their next requests
+    /// together.
+    pub coalesce: bool,
     /// io_uring or epoll, settled on this machine (not recorded: like the
     /// thread count, it belongs to the machine, not to the plan).
     pub io: crate::net::Io,
@@ -204,7 +207,7 @@ impl Plan {
             Some(scenario) => asked.with_file_settings(&scenario.settings),
             None => asked,
         };
-        let (load, stop) = asked.settle(self.transport.pipeline, self.stop.delay)?;
+        let (load, stop) = asked.settle(self.transport.pipeline, self.transport.coalesce, self.stop.delay)?;
         self.load = load;
         self.stop = stop;
         self.asked = asked;

@@ -50,6 +50,10 @@ struct Recorded<'a> {
     tls: &'a crate::tls::TlsOptions,
     http: HttpVersion,
     streams: usize,
+    /// Left out when off, so plans recorded before the flag existed keep
+    /// their hash.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    coalesce: bool,
     #[serde(rename = "interval_s", serialize_with = "secs")]
     interval: Duration,
     monitor_pid: Option<u32>,
@@ -102,6 +106,7 @@ impl Serialize for Plan {
             tls: &transport.tls,
             http: transport.http,
             streams: transport.streams,
+            coalesce: transport.coalesce,
             interval: reporting.interval,
             monitor_pid: watch.monitor_pid,
             spawn: &watch.spawn,

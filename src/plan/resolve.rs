@@ -64,6 +64,7 @@ impl RunSpec {
                 tls,
                 http: transport.http,
                 streams: transport.streams,
+                coalesce: transport.coalesce,
                 io: transport.io,
             },
             reporting,

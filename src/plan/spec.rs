@@ -77,9 +77,10 @@ impl LoadAsk {
     }
 
     /// The load and the length this asks for: defaults applied, the rules
-    /// between them checked (`pipeline` is the run's `--pipeline`, `delay`
-    /// its pause between URLs). Every error is one line naming the flags.
-    pub fn settle(&self, pipeline: u32, delay: Duration) -> Result<(Load, Stop), PlanError> {
+    /// between them checked (`pipeline` is the run's `--pipeline`,
+    /// `coalesce` its `--coalesce`, `delay` its pause between URLs). Every
+    /// error is one line naming the flags.
+    pub fn settle(&self, pipeline: u32, coalesce: bool, delay: Duration) -> Result<(Load, Stop), PlanError> {
         let stages = &self.stages;
         let rate = match (self.rate, stages) {
             (Some(r), _) if !r.is_finite() || r < 0.0 => {
@@ -124,6 +125,11 @@ impl LoadAsk {
         }
         if rate.is_some() && pipeline > 1 {
             return Err(invalid("--pipeline goes with the closed model, not --rate"));
+        }
+        if rate.is_some() && coalesce {
+            return Err(invalid(
+                "--coalesce goes with the closed model, not --rate: it holds requests back, and -R sends each at its time",
+            ));
         }
         if stages.is_some() && self.duration.is_some() {
             return Err(invalid("--stages sets the duration: drop -d"));
@@ -228,7 +234,7 @@ impl RunSpec {
             crate::target::parse_connect_to(text).map_err(invalid)?;
         }
         let delay = parse_duration("--delay", &args.delay)?;
-        let (load, stop) = asked.settle(args.pipeline, delay)?;
+        let (load, stop) = asked.settle(args.pipeline, args.coalesce, delay)?;
         let method = args.method.trim().to_ascii_uppercase();
         if method.is_empty()
             || !method
@@ -275,6 +281,16 @@ impl RunSpec {
         }
         if args.streams > 1 && !args.http2 && !args.http3 && targets.iter().any(|t| !t.tls) {
             return Err(invalid("--streams needs HTTP/2: add --http2 (h2c on http URLs)"));
+        }
+        if args.coalesce && (args.http1_1 || args.http3) {
+            return Err(invalid(
+                "--coalesce is HTTP/2's: it joins the requests of a connection's streams",
+            ));
+        }
+        if args.coalesce && args.streams < 2 {
+            return Err(invalid(
+                "--coalesce needs --streams 2 or more: it joins the requests of a connection's streams",
+            ));
         }
         if args.pipeline > 1 && args.http2 {
             return Err(invalid(
@@ -361,6 +377,7 @@ impl RunSpec {
                     HttpVersion::Auto
                 },
                 streams: args.streams,
+                coalesce: args.coalesce,
                 io: crate::net::Io::settle(args.io, args.http2),
             },
             reporting: Reporting {
@@ -439,7 +456,7 @@ mod tests {
 
     #[test]
     fn settling_applies_the_defaults_and_rules() {
-        let (load, stop) = LoadAsk::default().settle(1, Duration::ZERO).unwrap();
+        let (load, stop) = LoadAsk::default().settle(1, false, Duration::ZERO).unwrap();
         assert_eq!(
             (load.connections, load.rate, stop.duration),
             (50, None, Some(Duration::from_secs(10)))
@@ -449,7 +466,7 @@ mod tests {
             threads: Some(8),
             ..LoadAsk::default()
         };
-        let (load, stop) = ask.settle(1, Duration::ZERO).unwrap();
+        let (load, stop) = ask.settle(1, false, Duration::ZERO).unwrap();
         assert_eq!(
             (load.connections, load.threads, stop.duration),
             (3, 3, Some(Duration::from_secs(3)))
@@ -458,8 +475,8 @@ mod tests {
             rate: Some(100.0),
             ..LoadAsk::default()
         };
-        assert_eq!(open.settle(1, Duration::ZERO).unwrap().0.rate, Some(100.0));
-        let err = open.settle(2, Duration::ZERO).unwrap_err().to_string();
+        assert_eq!(open.settle(1, false, Duration::ZERO).unwrap().0.rate, Some(100.0));
+        let err = open.settle(2, false, Duration::ZERO).unwrap_err().to_string();
         assert_eq!(err, "--pipeline goes with the closed model, not --rate");
     }
 }

@@ -172,6 +172,9 @@ pub fn run_banner(report: &Report, url: &str) -> String {
         .unwrap_or_default();
     if plan.transport.streams > 1 {
         growth += &format!(" x {} streams", plan.transport.streams);
+        if plan.transport.coalesce {
+            growth += " (coalesced)";
+        }
     }
     let io = &plan.transport.io;
     let mut header = match &plan.request.scenario {

@@ -163,6 +163,74 @@ fn streams_of_one_connection_run_concurrently() {
     }
 }
 
+/// `--coalesce`: a connection's streams go out in rounds. Every request
+/// is still sent and counted (-n exact, also where the last round is not
+/// full and a lane stops), the report records the choice, and each
+/// response's latency counts from its round's write: against a target that
+/// answers after 100 ms, with 20 streams on one connection, the rounds go
+/// out back to back and the median is the target's 100 ms.
+#[test]
+fn coalesced_streams_go_out_in_rounds_and_count_exactly() {
+    let _alone = exclusive();
+    let server = target();
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-c",
+        "3",
+        "--streams",
+        "4",
+        "--coalesce",
+        "-n",
+        "1001",
+        "-q",
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["plan"]["coalesce"], true);
+    assert_eq!(num(&summary(&report)["ok"]), 1001.0);
+    let stats = wait_for_stats(&server, |s| s.requests_completed >= 1001);
+    assert_eq!(stats.requests_completed, 1001);
+
+    let (out, report) = volley_json(&[
+        "run",
+        "--http2",
+        "-c",
+        "1",
+        "--streams",
+        "20",
+        "--coalesce",
+        "-d",
+        "1s",
+        "-q",
+        &url(&server, "/sleep/100"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ok = num(&summary(&report)["ok"]);
+    assert!((160.0..=200.0).contains(&ok), "{ok} requests in 1 s");
+    let p50 = num(&summary(&report)["latency_ms"]["p50"]);
+    assert!((100.0..130.0).contains(&p50), "p50 {p50} ms");
+
+    let out = volley(&[
+        "run",
+        "--http2",
+        "-c",
+        "1",
+        "--streams",
+        "2",
+        "--coalesce",
+        "-n",
+        "20",
+        &url(&server, "/hi"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("x 2 streams (coalesced)"), "{text}");
+    // Without the flag the plan leaves the field out, as before it existed.
+    let (_, report) = volley_json(&["run", "--http2", "-n", "10", "-q", &url(&server, "/hi")]);
+    assert!(report["plan"].get("coalesce").is_none(), "{}", report["plan"]);
+}
+
 /// Large responses fill the read buffer, so the lane that reads them often
 /// finishes with more bytes waiting: another lane must take the socket
 /// over at once (a lost turn showed as a response held to the timeout).
@@ -375,6 +443,12 @@ fn http2_flags_that_do_not_fit_are_usage_errors() {
         (vec!["--http2", "--pipeline", "4"], "--streams"),
         (vec!["--http1.1", "--streams", "2"], "--http1.1"),
         (vec!["--http2", "--streams", "0"], "--streams"),
+        (vec!["--http2", "--coalesce"], "--streams 2"),
+        (vec!["--http1.1", "--coalesce"], "HTTP/2's"),
+        (
+            vec!["--http2", "--streams", "4", "--coalesce", "-R", "100"],
+            "closed model",
+        ),
     ] {
         let mut all = vec!["run"];
         all.extend(args.iter().copied());

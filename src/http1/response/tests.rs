@@ -47,6 +47,7 @@ fn content_length_split_across_reads() {
             bytes: 43,
             close: false,
             h3_offer: None,
+            sent_at: None,
         }
     );
 }

@@ -198,6 +198,7 @@ impl Machine {
         if self.recv_unacked >= REFILL_AT {
             frame::put_window_update(&mut self.wbuf, 0, self.recv_unacked);
             self.recv_unacked = 0;
+            self.window_due = true;
         }
         let data = frame::unpad(payload, head.flags, false)
             .ok_or_else(|| RequestError::protocol("HTTP/2 DATA padding longer than the frame"))?;
@@ -207,6 +208,7 @@ impl Machine {
         if state.recv_unacked >= REFILL_AT {
             frame::put_window_update(&mut self.wbuf, state.id, state.recv_unacked);
             state.recv_unacked = 0;
+            self.window_due = true;
         }
         if let Some(capture) = state.capture.as_mut().filter(|c| c.full) {
             capture.keep_body(data);

@@ -264,3 +264,33 @@ fn flow_control_windows_hold_the_body_and_are_refilled_for_the_server() {
     assert!(outcome(&mut m, 0).unwrap_err().contains("overflowed"));
     assert_eq!(sent(&m)[0].0, frame::RST_STREAM);
 }
+
+#[test]
+fn coalesced_rounds_know_what_went_out_and_stamp_each_response_with_its_write() {
+    let request = get();
+    let mut m = Machine::new(2);
+    m.start(0, &request, None);
+    assert!(m.has_unsent() && !m.all_unsent(), "lane 1 has not queued yet");
+    m.start(1, &request, None);
+    assert!(m.all_unsent(), "both lanes queued: the round goes out");
+    let first_write = Instant::now();
+    m.stamp_unsent(first_write);
+    assert!(!m.has_unsent() && m.awaits_written());
+    // Stream 1 is answered; its lane queues its next request, which waits
+    // for stream 3's response.
+    let done = frame::END_STREAM | frame::END_HEADERS;
+    feed(&mut m, &frame(frame::HEADERS, done, 1, &[STATUS_200])).unwrap();
+    let (result, _) = m.finish(0);
+    assert_eq!(result.unwrap().sent_at, Some(first_write));
+    m.start(0, &request, None);
+    assert!(m.has_unsent() && !m.all_unsent() && m.awaits_written());
+    feed(&mut m, &frame(frame::HEADERS, done, 3, &[STATUS_200])).unwrap();
+    assert!(!m.awaits_written(), "nothing written waits any more");
+    let _ = m.finish(1);
+    // The held request is stamped with the later write, not its queueing.
+    let second_write = first_write + std::time::Duration::from_millis(5);
+    m.stamp_unsent(second_write);
+    feed(&mut m, &frame(frame::HEADERS, done, 5, &[STATUS_200])).unwrap();
+    let (result, _) = m.finish(0);
+    assert_eq!(result.unwrap().sent_at, Some(second_write));
+}
