@@ -7,8 +7,11 @@ within each round, so drifts in machine speed hit all alike; each process's
 own CPU time and peak RSS come from GNU time, and the medians are printed as
 ratios against shb, run twice: unbatched (`--batch-size 1 --batch-linger 1`,
 each completion handled as it comes, as volley does) and as it runs by
-default (holding completions up to 500 us to batch them). Every load goes to
-127.0.0.1 and every run is bounded by its duration plus a hard timeout.
+default (holding completions up to 500 us to batch them). Where a connection
+carries several streams, volley also runs with `--coalesce` (its streams'
+requests go out in rounds, one write each; every response still read as it
+comes), on epoll, as `--io auto` runs HTTP/2. Every load goes to 127.0.0.1
+and every run is bounded by its duration plus a hard timeout.
 """
 
 import argparse
@@ -21,9 +24,9 @@ from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, free_port, measu
 
 SHB = os.environ.get("SHB", "shb")
 
-def run_volley(io):
+def run_volley(io, more=()):
     def run(url, conns, secs, cores, streams=None):
-        extra = ["--io", io]
+        extra = ["--io", io, *more]
         if streams:
             extra += ["--http2", "--streams", str(streams)]
         cmd = [str(VOLLEY), "run", "-c", str(conns), "-t", "1", "-d", f"{secs}s", "--json", *extra, url]
@@ -90,12 +93,14 @@ def main():
         "h2c50x1": ("h2c, 50 connections x 1 stream", h2url, 50, 1),
     }
     tools = [("volley io_uring", run_volley("uring")), ("volley epoll", run_volley("epoll")),
+             ("volley coalesced", run_volley("epoll", ["--coalesce"])),
              ("shb unbatched", run_shb(False)), ("shb", run_shb(True)), ("wrk", run_wrk_case)]
     results = []
     try:
         for key in args.cases.split(","):
             label, target, conns, streams = cases[key]
-            case_tools = [t for t in tools if not (streams and t[0] == "wrk")]
+            case_tools = [t for t in tools if not (streams and t[0] == "wrk")
+                          and not ((streams or 1) < 2 and t[0] == "volley coalesced")]
             rounds = alternate(key, case_tools, args.rounds,
                                lambda tool, fn: fn(target, conns, args.secs, gen_cores, streams=streams))
             results.append((label, rounds))
@@ -115,6 +120,15 @@ def main():
                 unbatched <= 0.95 if io == "io_uring" else None)
             row(f"CPU/request, volley on {io} vs shb as it runs by default", f"{cpu(tool):.2f} us",
                 f"{cpu('shb'):.2f} us", cpu(tool) / cpu("shb"), "<= 1.0 (aim)" if io == "io_uring" else "reported")
+        if "volley coalesced" in rounds:
+            tool = "volley coalesced"
+            ratio = cpu(tool) / cpu("shb unbatched")
+            row("CPU/request, volley --coalesce (epoll) vs shb unbatched", f"{cpu(tool):.2f} us",
+                f"{cpu('shb unbatched'):.2f} us", ratio, "<= 0.95", ratio <= 0.95)
+            row("CPU/request, volley --coalesce (epoll) vs shb as it runs by default", f"{cpu(tool):.2f} us",
+                f"{cpu('shb'):.2f} us", cpu(tool) / cpu("shb"), "<= 1.0 (aim)")
+            row("req/s, volley --coalesce vs shb", f"{rps(tool):,.0f}", f"{rps('shb'):,.0f}",
+                rps(tool) / rps("shb"), ">= 1.0 unless nginx is the limit")
         row("req/s, volley on io_uring vs shb", f"{rps('volley io_uring'):,.0f}", f"{rps('shb'):,.0f}",
             rps("volley io_uring") / rps("shb"), ">= 1.0 unless nginx is the limit")
         p50 = median(rounds["volley io_uring"], "p50_ms")
