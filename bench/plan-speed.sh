@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What interpolation costs: `volley plan` against `volley run` on the same
-# URL, side by side (issue 5's targets: a static one-request plan within 10%
+# URL, side by side (the targets: a static one-request plan within 10%
 # of `volley run`, a templated plan, one variable per request, within 25%).
 # nginx (one worker) is pinned to the last core, volley to the other with one
 # thread; rounds alternate; medians are compared. About a minute; loopback only.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The size of a 10-minute report at 1 s intervals (issue 13: under 2 MB with
+# The size of a 10-minute report at 1 s intervals (the target: under 2 MB with
 # every series row carrying its interval's histogram). Loads the embedded
 # target on loopback at a fixed rate for --secs (600 by default) and prints
 # the report's size and its rows' histogram sizes.

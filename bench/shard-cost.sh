@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What sharding costs per request: `volley run --shard 0/1` against a plain
-# `volley run` on the same URL, side by side (issue 13's target: CPU per
+# `volley run` on the same URL, side by side (the target: CPU per
 # request of a 1-of-1 shard within 2% of the plain run). nginx (one worker)
 # is pinned to the last core, volley to the other with one thread; rounds
 # alternate; medians are compared. About a minute; loopback only.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # volley against h2load over HTTP/2 and against wrk over HTTP/1.1 with TLS,
-# side by side on this machine (issue 7; see vs_h2load.py). Installs what it
+# side by side on this machine (see vs_h2load.py). Installs what it
 # needs when missing: Debian's nghttp2-client (h2load), nginx-light, wrk,
 # openssl (for a self-signed certificate) and GNU time (for each process's
 # own CPU and peak RSS). Every load targets 127.0.0.1 only and every run is

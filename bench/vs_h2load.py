@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""volley against h2load over HTTP/2 and against wrk over HTTP/1.1 with TLS
-(issue 7), side by side, on this machine.
+"""volley against h2load over HTTP/2 and against wrk over HTTP/1.1 with TLS,
+side by side, on this machine.
 
 nginx (one worker, a 5-byte body, a self-signed certificate made at start,
 TLS 1.3 with one cipher suite for every tool) is pinned to the last core and
