@@ -30,8 +30,9 @@ thread_local! {
 }
 
 /// The options quinn-udp turns on for control messages the ring's
-/// receive does not read: the TOS byte (ECN) and packet information, for
-/// IPv4 and IPv6.
+/// receive does not read: the TOS byte (ECN) and packet information. An
+/// IPv4 socket has only the first two; an IPv6 socket may have all four
+/// (the IPv4 ones serve addresses mapped into IPv6).
 const UNREAD_CONTROL_MESSAGES: [(libc::c_int, libc::c_int); 4] = [
     (libc::IPPROTO_IP, libc::IP_RECVTOS),
     (libc::IPPROTO_IP, libc::IP_PKTINFO),
@@ -90,8 +91,13 @@ impl Socket {
                 // control data; each other control message (the packet's
                 // TOS byte and addresses, which quinn-udp's epoll path
                 // reads) costs the kernel work per receive for nothing.
-                for (level, name) in UNREAD_CONTROL_MESSAGES {
-                    // Best effort: an option the family lacks costs nothing.
+                let unread = match addr {
+                    SocketAddr::V4(_) => &UNREAD_CONTROL_MESSAGES[..2],
+                    SocketAddr::V6(_) => &UNREAD_CONTROL_MESSAGES[..],
+                };
+                for &(level, name) in unread {
+                    // Best effort: at worst the kernel keeps sending a
+                    // control message the ring ignores.
                     let _ = set_int_option(&std_socket, level, name, 0);
                 }
                 Socket::Ring {
