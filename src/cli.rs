@@ -376,12 +376,11 @@ pub struct RunArgs {
     /// 1000 requests in flight over 10 connections.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub streams: usize,
-    /// With --http2 and --streams: each connection sends its streams' next
-    /// requests together, in one write, once none of its requests still
-    /// waits for its response (or after about a millisecond): less CPU per
-    /// request for volley and for the server. Each response is still read
-    /// as it arrives, and its latency counts from that write. Closed model
-    /// only (not with -R).
+    /// With --streams over HTTP/2 or HTTP/3: each connection sends its
+    /// streams' requests in rounds, one write each, once every stream has
+    /// its next one queued: less CPU per request for volley and for the
+    /// server. Each response is still read as it arrives, and its latency
+    /// counts from that write. Closed model only (not with -R).
     #[arg(long)]
     pub coalesce: bool,
     /// Trust the CA certificates in this PEM file, besides the system's

@@ -60,14 +60,11 @@ impl Lanes {
             super::Prepared::Http1(_) => Lanes::Http1,
             super::Prepared::Http2(_) => Lanes::Http2 {
                 home: RefCell::new(None),
-                outbox: Rc::new(match shared.transport.coalesce {
-                    true => Outbox::coalescing(),
-                    false => Outbox::default(),
-                }),
+                outbox: Rc::new(outbox_for(shared)),
             },
             super::Prepared::Http3 { quic, .. } => Lanes::Http3 {
                 home: RefCell::new(None),
-                outbox: Rc::default(),
+                outbox: Rc::new(outbox_for(shared)),
                 dialer: http3::Dialer::new(
                     shared.target.addrs.clone(),
                     quic.clone(),
@@ -77,6 +74,15 @@ impl Lanes {
                 ),
             },
         }
+    }
+}
+
+/// The worker's outbox: one whose connections send in rounds with
+/// `--coalesce`.
+fn outbox_for(shared: &Shared) -> Outbox {
+    match shared.transport.coalesce {
+        true => Outbox::coalescing(),
+        false => Outbox::default(),
     }
 }
 

@@ -23,7 +23,7 @@
 use super::frame;
 use super::group::Multiplexed;
 use super::machine::{FLUSH_ACKS_AT, Finished, Machine};
-use super::outbox::{Outbox, Pending, Seat, WriteOut};
+use super::outbox::{Outbox, Pending, Rounds, Seat, WriteOut};
 use super::request::H2Request;
 use crate::net::Stream;
 use crate::response::Capture;
@@ -32,17 +32,13 @@ use std::cell::RefCell;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, ready};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Start size of the read buffer: room for a full frame and then some.
 const READ_BUFFER: usize = 64 * 1024;
 /// Read again only with at least this much room left (else compact first).
 const MIN_READ_ROOM: usize = frame::MAX_FRAME + frame::HEAD_LEN;
-/// The shortest bound on how long a connection holds its requests back
-/// for its other streams' responses (`--coalesce`); tokio's timers have
-/// millisecond steps, so a shorter one would not be kept anyway.
-const MIN_LINGER: Duration = Duration::from_millis(1);
 /// A lane yields to the runtime after this many reads in one poll that
 /// found bytes waiting: a server that sends frames faster than they are
 /// handled (endless interim HEADERS, empty DATA frames) never leaves the
@@ -60,11 +56,7 @@ struct Inner {
     /// The lane whose waker the socket holds (see the module doc).
     driver: Option<usize>,
     /// `--coalesce`: requests wait to go out with the other streams'.
-    coalesce: bool,
-    /// When the requests waiting now were first held back.
-    held_since: Option<Instant>,
-    /// When the last write of held requests began.
-    last_write: Option<Instant>,
+    rounds: Rounds,
 }
 
 /// One HTTP/2 connection, shared by the lanes of one [`super::Home`].
@@ -114,9 +106,7 @@ impl Conn {
                 rend: 0,
                 wpos: 0,
                 driver: None,
-                coalesce,
-                held_since: None,
-                last_write: None,
+                rounds: Rounds::new(coalesce),
             }),
         })
     }
@@ -266,41 +256,24 @@ impl Inner {
     }
 
     /// With `--coalesce`: whether the queued requests wait, and until
-    /// when; `None` to write now. They wait until every lane of the
-    /// connection has its next request queued, so that the connection's
-    /// streams go out in rounds, one write each: a round waits for all of
-    /// the last one's responses (`Held(None)`: a response, or a request
-    /// timeout, ends the wait). A lane that paused or stopped is waited
-    /// for at most as long as the last round took from its write to the
-    /// hold (and at least [`MIN_LINGER`]). Acknowledgements and window
-    /// updates the server may be waiting for are never held.
+    /// when (see [`Rounds`]). Acknowledgements and window updates the
+    /// server may be waiting for are never held.
     fn hold(&mut self) -> Option<Option<Instant>> {
-        let m = &self.m;
-        if !self.coalesce || m.dead || m.pending_acks > 0 || m.window_due || !m.has_unsent() || m.all_unsent()
-        {
-            self.held_since = None;
+        if !self.rounds.on() {
             return None;
         }
-        let now = Instant::now();
-        let since = *self.held_since.get_or_insert(now);
-        if m.awaits_written() {
-            return Some(None);
-        }
-        let round = self
-            .last_write
-            .map_or(MIN_LINGER, |at| since.saturating_duration_since(at));
-        let until = since + round.max(MIN_LINGER);
-        (now < until).then_some(Some(until))
+        let m = &self.m;
+        let urgent = m.dead || m.pending_acks > 0 || m.window_due;
+        self.rounds.hold(m.tally(), urgent)
     }
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        if self.coalesce && self.wpos < self.m.wbuf.len() {
+        if self.rounds.on() && self.wpos < self.m.wbuf.len() {
             // A held request's latency starts when it goes out, not when
             // its lane queued it.
             let now = Instant::now();
             self.m.stamp_unsent(now);
-            self.held_since = None;
-            self.last_write = Some(now);
+            self.rounds.wrote(now);
         }
         while self.wpos < self.m.wbuf.len() {
             let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.m.wbuf[self.wpos..]))?;

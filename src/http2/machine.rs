@@ -202,22 +202,9 @@ impl Machine {
         false
     }
 
-    /// Whether a stream's request waits in the write buffer, not yet
-    /// stamped as sent (`--coalesce`).
-    pub fn has_unsent(&self) -> bool {
-        self.lanes.iter().any(|l| l.id != 0 && l.sent_at.is_none())
-    }
-
-    /// Whether every lane has a stream whose request waits in the write
-    /// buffer (`--coalesce`).
-    pub fn all_unsent(&self) -> bool {
-        self.lanes.iter().all(|l| l.id != 0 && l.sent_at.is_none())
-    }
-
-    /// Whether a stream whose request went out still waits for its
-    /// response (`--coalesce`).
-    pub fn awaits_written(&self) -> bool {
-        self.lanes.iter().any(|l| l.open() && l.sent_at.is_some())
+    /// Where the lanes stand for `--coalesce`'s rounds.
+    pub fn tally(&self) -> super::outbox::Tally {
+        super::outbox::Tally::of(self.lanes.iter().map(|l| (l.id != 0, l.open(), l.sent_at)))
     }
 
     /// Stamps the streams whose requests go out now (`--coalesce`).

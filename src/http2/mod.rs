@@ -30,6 +30,6 @@ mod request;
 
 pub use group::{Group, Multiplexed, Open};
 pub use home::{Home, Lane};
-pub use outbox::{Outbox, Pending, Seat, WriteOut};
+pub use outbox::{Outbox, Pending, Rounds, Seat, Tally, WriteOut};
 pub use request::H2Request;
 pub(crate) use request::{each_field, integer};

@@ -8,16 +8,107 @@
 //!
 //! With `--coalesce` a connection may hold its requests back until its
 //! other streams' responses are in, so that they go out together
-//! ([`WriteOut::Held`]); the outbox keeps it queued and owns the one timer
-//! that brings the worker back when the first hold runs out.
+//! ([`WriteOut::Held`], decided by its [`Rounds`]); the outbox keeps it
+//! queued and owns the one timer that brings the worker back when the
+//! first hold runs out.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::task::Context;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::time::Sleep;
+
+/// The shortest bound on how long a connection holds its requests back
+/// for its other streams' responses (`--coalesce`); tokio's timers have
+/// millisecond steps, so a shorter one would not be kept anyway.
+const MIN_LINGER: Duration = Duration::from_millis(1);
+
+/// Where a connection's lanes stand, for [`Rounds::hold`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Lanes whose request waits to go out.
+    pub unsent: usize,
+    /// All of the connection's lanes.
+    pub lanes: usize,
+    /// A request that went out still waits for its response.
+    pub awaiting: bool,
+}
+
+impl Tally {
+    /// Adds up lanes given as (has a stream, that stream still waits for
+    /// its response, when its request went out).
+    pub fn of(lanes: impl Iterator<Item = (bool, bool, Option<Instant>)>) -> Tally {
+        let mut tally = Tally::default();
+        for (stream, open, sent_at) in lanes {
+            tally.lanes += 1;
+            if stream && sent_at.is_none() {
+                tally.unsent += 1;
+            }
+            tally.awaiting |= open && sent_at.is_some();
+        }
+        tally
+    }
+}
+
+/// One connection's `--coalesce`: whether its queued requests wait for
+/// its other lanes' (HTTP/2's and HTTP/3's alike).
+///
+/// They wait until every lane of the connection has its next request
+/// queued, so that its streams go out in rounds, one write each: a round
+/// waits for all of the last one's responses (`Held(None)`: a response, or
+/// a request timeout, ends the wait). A lane that paused or stopped is
+/// waited for at most as long as the last round took from its write to
+/// the hold (and at least [`MIN_LINGER`]).
+#[derive(Debug, Default)]
+pub struct Rounds {
+    on: bool,
+    /// When the requests waiting now were first held back.
+    held_since: Option<Instant>,
+    /// When the last write of held requests began.
+    last_write: Option<Instant>,
+}
+
+impl Rounds {
+    pub fn new(on: bool) -> Rounds {
+        Rounds {
+            on,
+            ..Rounds::default()
+        }
+    }
+
+    /// Whether the connection coalesces at all (stamps its writes).
+    pub fn on(&self) -> bool {
+        self.on
+    }
+
+    /// Whether the queued requests wait, and until when; `None` to write
+    /// now. `urgent`: something the server may be waiting for is queued
+    /// (an acknowledgement, a window update), so nothing is held.
+    pub fn hold(&mut self, tally: Tally, urgent: bool) -> Option<Option<Instant>> {
+        if !self.on || urgent || tally.unsent == 0 || tally.unsent == tally.lanes {
+            self.held_since = None;
+            return None;
+        }
+        let now = Instant::now();
+        let since = *self.held_since.get_or_insert(now);
+        if tally.awaiting {
+            return Some(None);
+        }
+        let round = self
+            .last_write
+            .map_or(MIN_LINGER, |at| since.saturating_duration_since(at));
+        let until = since + round.max(MIN_LINGER);
+        (now < until).then_some(Some(until))
+    }
+
+    /// The queued requests go out now.
+    pub fn wrote(&mut self, now: Instant) {
+        self.held_since = None;
+        self.last_write = Some(now);
+    }
+}
 
 /// What writing a queued connection out did.
 #[derive(Debug, PartialEq, Eq)]
@@ -146,5 +237,60 @@ impl Outbox {
             // timer is not due yet.
             let _ = linger.as_mut().poll(cx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(unsent: usize, awaiting: bool) -> Tally {
+        Tally {
+            unsent,
+            lanes: 4,
+            awaiting,
+        }
+    }
+
+    #[test]
+    fn a_round_waits_for_its_responses_and_a_stopped_lane_for_a_rounds_time() {
+        let mut off = Rounds::new(false);
+        assert_eq!(
+            off.hold(tally(1, true), false),
+            None,
+            "without --coalesce nothing waits"
+        );
+        let mut rounds = Rounds::new(true);
+        assert_eq!(rounds.hold(tally(0, true), false), None, "nothing queued");
+        assert_eq!(rounds.hold(tally(4, false), false), None, "every lane queued");
+        assert_eq!(
+            rounds.hold(tally(2, true), true),
+            None,
+            "an acknowledgement is due"
+        );
+        // Responses still to come: held until one arrives, with no timer.
+        assert_eq!(rounds.hold(tally(2, true), false), Some(None));
+        // None to come (lanes paused or stopped): held for a round's time,
+        // at least MIN_LINGER, from the start of the hold.
+        let last_write = Instant::now() - Duration::from_millis(50);
+        rounds.wrote(last_write);
+        let before = Instant::now();
+        let Some(Some(until)) = rounds.hold(tally(2, false), false) else {
+            panic!("a stopped lane is waited for");
+        };
+        let after = Instant::now();
+        assert!(
+            until >= before + (before - last_write),
+            "as long again as the round"
+        );
+        assert!(until <= after + (after - last_write));
+        // Right after a write: MIN_LINGER.
+        let mut fresh = Rounds::new(true);
+        let before = Instant::now();
+        fresh.wrote(before);
+        let Some(Some(until)) = fresh.hold(tally(1, false), false) else {
+            panic!("a stopped lane is waited for");
+        };
+        assert!(until >= before + MIN_LINGER && until <= Instant::now() + MIN_LINGER);
     }
 }

@@ -127,8 +127,8 @@ pub struct Transport<Tls = crate::tls::TlsOptions> {
     pub http: HttpVersion,
     /// HTTP/2 streams in flight per connection.
     pub streams: usize,
-    /// `--coalesce`: a connection's streams send their next requests
-    /// together.
+    /// `--coalesce`: a connection's streams send their requests in rounds
+    /// (HTTP/2 and HTTP/3).
     pub coalesce: bool,
     /// io_uring or epoll, settled on this machine (not recorded: like the
     /// thread count, it belongs to the machine, not to the plan).

@@ -282,9 +282,9 @@ impl RunSpec {
         if args.streams > 1 && !args.http2 && !args.http3 && targets.iter().any(|t| !t.tls) {
             return Err(invalid("--streams needs HTTP/2: add --http2 (h2c on http URLs)"));
         }
-        if args.coalesce && (args.http1_1 || args.http3) {
+        if args.coalesce && args.http1_1 {
             return Err(invalid(
-                "--coalesce is HTTP/2's: it joins the requests of a connection's streams",
+                "--coalesce is for HTTP/2 and HTTP/3: it joins the requests of a connection's streams",
             ));
         }
         if args.coalesce && args.streams < 2 {

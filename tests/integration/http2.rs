@@ -444,7 +444,7 @@ fn http2_flags_that_do_not_fit_are_usage_errors() {
         (vec!["--http1.1", "--streams", "2"], "--http1.1"),
         (vec!["--http2", "--streams", "0"], "--streams"),
         (vec!["--http2", "--coalesce"], "--streams 2"),
-        (vec!["--http1.1", "--coalesce"], "HTTP/2's"),
+        (vec!["--http1.1", "--coalesce"], "HTTP/2 and HTTP/3"),
         (
             vec!["--http2", "--streams", "4", "--coalesce", "-R", "100"],
             "closed model",

@@ -69,6 +69,57 @@ fn requests_over_many_streams_are_counted_exactly() {
     assert_eq!(num(&tls["handshakes"]), 3.0, "{tls}");
 }
 
+/// `--coalesce` over HTTP/3: a connection's streams go out in rounds,
+/// every request still counted (-n exact with a last round that is not
+/// full), latency from each round's send (a 100 ms target reads 100 ms),
+/// and more lanes than the server's stream limit still finish.
+#[test]
+fn coalesced_streams_go_out_in_rounds_over_http3_too() {
+    let _alone = exclusive();
+    let server = h3_target();
+    let report = h3_run(&[
+        "-n",
+        "3001",
+        "-c",
+        "3",
+        "--streams",
+        "8",
+        "--coalesce",
+        &h3_url(&server, "/hi"),
+    ]);
+    assert_eq!(report["plan"]["coalesce"], true);
+    assert_eq!(num(&summary(&report)["ok"]), 3001.0);
+    let stats = wait_for_stats(&server, |s| s.requests_completed >= 3001);
+    assert_eq!(stats.requests_completed, 3001);
+
+    let report = h3_run(&[
+        "-c",
+        "1",
+        "--streams",
+        "20",
+        "--coalesce",
+        "-d",
+        "1s",
+        &h3_url(&server, "/sleep/100"),
+    ]);
+    let ok = num(&summary(&report)["ok"]);
+    assert!((160.0..=200.0).contains(&ok), "{ok} requests in 1 s");
+    let p50 = num(&summary(&report)["latency_ms"]["p50"]);
+    assert!((100.0..130.0).contains(&p50), "p50 {p50} ms");
+
+    let report = h3_run(&[
+        "-n",
+        "2000",
+        "-c",
+        "1",
+        "--streams",
+        "300",
+        "--coalesce",
+        &h3_url(&server, "/hi"),
+    ]);
+    assert_eq!(num(&summary(&report)["ok"]), 2000.0);
+}
+
 /// More lanes than the server allows streams (it allows 256): the rest
 /// wait for room on the connection, and every request is still answered.
 #[test]

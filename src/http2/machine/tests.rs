@@ -265,17 +265,30 @@ fn flow_control_windows_hold_the_body_and_are_refilled_for_the_server() {
     assert_eq!(sent(&m)[0].0, frame::RST_STREAM);
 }
 
+/// Two lanes, `unsent` of them with a request waiting to go out.
+fn tally(unsent: usize, awaiting: bool) -> crate::http2::Tally {
+    crate::http2::Tally {
+        unsent,
+        lanes: 2,
+        awaiting,
+    }
+}
+
 #[test]
 fn coalesced_rounds_know_what_went_out_and_stamp_each_response_with_its_write() {
     let request = get();
     let mut m = Machine::new(2);
     m.start(0, &request, None);
-    assert!(m.has_unsent() && !m.all_unsent(), "lane 1 has not queued yet");
+    assert_eq!(m.tally(), tally(1, false), "lane 1 has not queued yet");
     m.start(1, &request, None);
-    assert!(m.all_unsent(), "both lanes queued: the round goes out");
+    assert_eq!(
+        m.tally(),
+        tally(2, false),
+        "both lanes queued: the round goes out"
+    );
     let first_write = Instant::now();
     m.stamp_unsent(first_write);
-    assert!(!m.has_unsent() && m.awaits_written());
+    assert_eq!(m.tally(), tally(0, true));
     // Stream 1 is answered; its lane queues its next request, which waits
     // for stream 3's response.
     let done = frame::END_STREAM | frame::END_HEADERS;
@@ -283,9 +296,9 @@ fn coalesced_rounds_know_what_went_out_and_stamp_each_response_with_its_write() 
     let (result, _) = m.finish(0);
     assert_eq!(result.unwrap().sent_at, Some(first_write));
     m.start(0, &request, None);
-    assert!(m.has_unsent() && !m.all_unsent() && m.awaits_written());
+    assert_eq!(m.tally(), tally(1, true));
     feed(&mut m, &frame(frame::HEADERS, done, 3, &[STATUS_200])).unwrap();
-    assert!(!m.awaits_written(), "nothing written waits any more");
+    assert_eq!(m.tally(), tally(1, false), "nothing written waits any more");
     let _ = m.finish(1);
     // The held request is stamped with the later write, not its queueing.
     let second_write = first_write + std::time::Duration::from_millis(5);
