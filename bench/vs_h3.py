@@ -11,8 +11,10 @@ round; each process's own CPU time and peak RSS come from GNU time, and the
 medians are printed as ratios: volley's h3 CPU per request and req/s
 against oha's, against shb's (unbatched, `--batch-size 1 --batch-linger 1`,
 and as it runs by default) and CPU per request against volley's own h2
-over TLS at the same load. Every load goes to 127.0.0.1 and every run is
-bounded by its duration plus a hard timeout.
+over TLS at the same load. Where a connection carries several streams,
+volley's h3 also runs with `--coalesce` (its streams' requests go out in
+rounds; every response still read as it comes). Every load goes to
+127.0.0.1 and every run is bounded by its duration plus a hard timeout.
 """
 
 import argparse
@@ -38,10 +40,10 @@ def start_target(core, port):
     return proc
 
 
-def run_volley(protocol):
+def run_volley(protocol, more=()):
     def run(url, conns, secs, cores, streams):
         cmd = [str(VOLLEY), "run", f"--{protocol}", "--insecure", "-c", str(conns), "--streams", str(streams),
-               "-t", "1", "-d", f"{secs}s", "--json", url]
+               "-t", "1", "-d", f"{secs}s", "--json", *more, url]
         return volley_figures(cmd, cores, secs + 60)
     return run
 
@@ -77,13 +79,15 @@ def main():
     oha_version = f"oha v{os.environ['OHA_H3_VERSION']} (http3 feature)" if "OHA_H3_VERSION" in os.environ else "oha"
     print(f"volley serve --tls --http3 on core {target_core}; generators one thread on core(s) {gen_cores}; "
           f"{oha_version}; {shb_version}; {args.rounds} rounds of {args.secs} s")
-    tools = [("volley h3", run_volley("http3")), ("volley h2", run_volley("http2")), ("oha h3", run_oha_h3),
+    tools = [("volley h3", run_volley("http3")), ("volley h3 coalesced", run_volley("http3", ["--coalesce"])),
+             ("volley h2", run_volley("http2")), ("oha h3", run_oha_h3),
              ("shb h3 unbatched", run_shb_h3(False)), ("shb h3", run_shb_h3(True))]
     results = []
     try:
         for key in args.cases.split(","):
             conns, streams = (int(n) for n in key.split("x"))
-            rounds = alternate(key, tools, args.rounds,
+            case_tools = [t for t in tools if streams > 1 or t[0] != "volley h3 coalesced"]
+            rounds = alternate(key, case_tools, args.rounds,
                                lambda tool, fn: fn(url, conns, args.secs, gen_cores, streams))
             results.append((f"{conns} x {streams}", rounds))
     finally:
@@ -109,6 +113,20 @@ def main():
         ratio = rps("volley h3") / rps("shb h3")
         row("req/s, h3 vs shb h3", f"{rps('volley h3'):,.0f}", f"{rps('shb h3'):,.0f}", ratio,
             ">= 1.0 unless the target is the limit", ratio >= 1.0)
+        if "volley h3 coalesced" in rounds:
+            tool = "volley h3 coalesced"
+            ratio = cpu(tool) / cpu("shb h3 unbatched")
+            row("CPU/request, h3 --coalesce vs shb h3 unbatched", f"{cpu(tool):.2f} us",
+                f"{cpu('shb h3 unbatched'):.2f} us", ratio, "<= 1.0", ratio <= 1.0)
+            ratio = cpu(tool) / cpu("shb h3")
+            row("CPU/request, h3 --coalesce vs shb h3 as it runs by default", f"{cpu(tool):.2f} us",
+                f"{cpu('shb h3'):.2f} us", ratio, "<= 1.0", ratio <= 1.0)
+            ratio = cpu(tool) / cpu("oha h3")
+            row("CPU/request, h3 --coalesce vs oha h3", f"{cpu(tool):.2f} us", f"{cpu('oha h3'):.2f} us (oha)",
+                ratio, "<= 0.2", ratio <= 0.2)
+            ratio = rps(tool) / rps("shb h3")
+            row("req/s, h3 --coalesce vs shb h3", f"{rps(tool):,.0f}", f"{rps('shb h3'):,.0f}", ratio,
+                ">= 1.0 unless the target is the limit", ratio >= 1.0)
         ratio = cpu("volley h3") / cpu("volley h2")
         row("CPU/request, volley's h3 vs its h2 over TLS", f"{cpu('volley h3'):.2f} us",
             f"{cpu('volley h2'):.2f} us (volley h2)", ratio, "<= 1.5", ratio <= 1.5)
