@@ -705,15 +705,21 @@ impl Inner {
     }
 
     /// With `--coalesce`: whether the queued requests wait, and until
-    /// when (see [`Rounds`]). Nothing waits before the handshake is done.
-    /// Acknowledgements wait with the requests, at most a round, far below
-    /// the 25 ms a QUIC peer allows for them.
+    /// when (see [`Rounds`]). The acknowledgements quinn-proto queues go
+    /// out with the requests, so nothing waits where the server may be
+    /// waiting for them: before the handshake is done, while a response
+    /// is arriving in parts (the server's congestion window needs them),
+    /// or while lanes wait for the stream credit they bring back. Small
+    /// responses arrive whole, and their acknowledgements wait at most a
+    /// round, far below the 25 ms a QUIC peer allows.
     fn hold(&mut self) -> Option<Option<Instant>> {
         if !self.rounds.on() {
             return None;
         }
+        let arriving = self.lanes.iter().any(|l| l.open() && l.bytes > 0);
+        let urgent = self.dead || !self.connected || arriving || !self.capacity_waiters.is_empty();
         let tally = Tally::of(self.lanes.iter().map(|l| (l.id.is_some(), l.open(), l.sent_at)));
-        self.rounds.hold(tally, self.dead || !self.connected)
+        self.rounds.hold(tally, urgent)
     }
 
     /// Sends every datagram the connection has; pending while the socket

@@ -72,7 +72,8 @@ fn requests_over_many_streams_are_counted_exactly() {
 /// `--coalesce` over HTTP/3: a connection's streams go out in rounds,
 /// every request still counted (-n exact with a last round that is not
 /// full), latency from each round's send (a 100 ms target reads 100 ms),
-/// and more lanes than the server's stream limit still finish.
+/// more lanes than the server's stream limit and large responses still
+/// finish.
 #[test]
 fn coalesced_streams_go_out_in_rounds_over_http3_too() {
     let _alone = exclusive();
@@ -118,6 +119,29 @@ fn coalesced_streams_go_out_in_rounds_over_http3_too() {
         &h3_url(&server, "/hi"),
     ]);
     assert_eq!(num(&summary(&report)["ok"]), 2000.0);
+
+    // Megabyte responses need acknowledgements while they arrive: none
+    // may wait for the round (the server's congestion window would stall
+    // until the request timeout).
+    let started = Instant::now();
+    let report = h3_run(&[
+        "-n",
+        "40",
+        "-c",
+        "1",
+        "--streams",
+        "4",
+        "--coalesce",
+        "--timeout",
+        "5s",
+        &h3_url(&server, "/bytes/1000000"),
+    ]);
+    assert_eq!(num(&summary(&report)["ok"]), 40.0);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// More lanes than the server allows streams (it allows 256): the rest
