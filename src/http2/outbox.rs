@@ -60,7 +60,7 @@ impl Tally {
 /// waits for all of the last one's responses (`Held(None)`: a response, or
 /// a request timeout, ends the wait). A lane that paused or stopped is
 /// waited for at most as long as the last round took from its write to
-/// the hold (and at least [`MIN_LINGER`]).
+/// the hold (and at least a millisecond, `MIN_LINGER`).
 #[derive(Debug, Default)]
 pub struct Rounds {
     on: bool,
