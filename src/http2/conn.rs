@@ -269,11 +269,7 @@ impl Inner {
 
     fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         if self.rounds.on() && self.wpos < self.m.wbuf.len() {
-            // A held request's latency starts when it goes out, not when
-            // its lane queued it.
-            let now = Instant::now();
-            self.m.stamp_unsent(now);
-            self.rounds.wrote(now);
+            self.rounds.wrote(self.m.sent_stamps(), Instant::now());
         }
         while self.wpos < self.m.wbuf.len() {
             let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.m.wbuf[self.wpos..]))?;

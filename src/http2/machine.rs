@@ -207,13 +207,13 @@ impl Machine {
         super::outbox::Tally::of(self.lanes.iter().map(|l| (l.id != 0, l.open(), l.sent_at)))
     }
 
-    /// Stamps the streams whose requests go out now (`--coalesce`).
-    pub fn stamp_unsent(&mut self, now: Instant) {
-        for lane in &mut self.lanes {
-            if lane.id != 0 && lane.sent_at.is_none() {
-                lane.sent_at = Some(now);
-            }
-        }
+    /// When each lane's stream was sent (`--coalesce`), for
+    /// [`super::Rounds::wrote`] to stamp.
+    pub fn sent_stamps(&mut self) -> impl Iterator<Item = &mut Option<Instant>> {
+        self.lanes
+            .iter_mut()
+            .filter(|l| l.id != 0)
+            .map(|l| &mut l.sent_at)
     }
 
     /// Whether any lane waits for its stream.

@@ -103,10 +103,21 @@ impl Rounds {
         (now < until).then_some(Some(until))
     }
 
-    /// The queued requests go out now.
-    pub fn wrote(&mut self, now: Instant) {
-        self.held_since = None;
-        self.last_write = Some(now);
+    /// A write begins `now`: stamps it on each request in it (the
+    /// `sent_at` of every lane with a stream, still `None` for those not
+    /// yet sent), so that their latency counts from it rather than from
+    /// when their lanes queued them. A write with no request in it (only
+    /// acknowledgements) is no round.
+    pub fn wrote<'a>(&mut self, streams: impl Iterator<Item = &'a mut Option<Instant>>, now: Instant) {
+        let mut any = false;
+        for sent_at in streams.filter(|sent_at| sent_at.is_none()) {
+            *sent_at = Some(now);
+            any = true;
+        }
+        if any {
+            self.held_since = None;
+            self.last_write = Some(now);
+        }
     }
 }
 
@@ -273,7 +284,9 @@ mod tests {
         // None to come (lanes paused or stopped): held for a round's time,
         // at least MIN_LINGER, from the start of the hold.
         let last_write = Instant::now() - Duration::from_millis(50);
-        rounds.wrote(last_write);
+        let mut sent = [None, Some(last_write)];
+        rounds.wrote(sent.iter_mut(), last_write);
+        assert_eq!(sent, [Some(last_write); 2], "the unsent request is stamped");
         let before = Instant::now();
         let Some(Some(until)) = rounds.hold(tally(2, false), false) else {
             panic!("a stopped lane is waited for");
@@ -287,7 +300,7 @@ mod tests {
         // Right after a write: MIN_LINGER.
         let mut fresh = Rounds::new(true);
         let before = Instant::now();
-        fresh.wrote(before);
+        fresh.wrote([None].iter_mut(), before);
         let Some(Some(until)) = fresh.hold(tally(1, false), false) else {
             panic!("a stopped lane is waited for");
         };

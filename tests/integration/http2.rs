@@ -2,7 +2,10 @@
 //! knowledge, h2 chosen by ALPN over TLS, streams really concurrent, every
 //! load model over the one request loop, and failures kept apart by kind.
 
-use super::support::{exclusive, num, stderr, summary, target, url, volley, volley_json, wait_for_stats};
+use super::support::{
+    assert_twenty_streams_of_100ms, exclusive, num, stderr, summary, target, url, volley, volley_json,
+    wait_for_stats,
+};
 use volley::server::{ServerHandle, ServerOptions, spawn};
 
 fn tls_target() -> ServerHandle {
@@ -155,11 +158,8 @@ fn streams_of_one_connection_run_concurrently() {
             &target_url,
         ]);
         assert!(out.status.success(), "{}", stderr(&out));
-        let ok = num(&summary(&report)["ok"]);
-        assert!((160.0..=200.0).contains(&ok), "{base}: {ok} requests in 1 s");
+        assert_twenty_streams_of_100ms(&report, base);
         assert_eq!(server.stats().h2_connections, 1, "{base}: one connection");
-        let p50 = num(&summary(&report)["latency_ms"]["p50"]);
-        assert!((100.0..130.0).contains(&p50), "{base}: p50 {p50} ms");
     }
 }
 
@@ -206,10 +206,7 @@ fn coalesced_streams_go_out_in_rounds_and_count_exactly() {
         &url(&server, "/sleep/100"),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let ok = num(&summary(&report)["ok"]);
-    assert!((160.0..=200.0).contains(&ok), "{ok} requests in 1 s");
-    let p50 = num(&summary(&report)["latency_ms"]["p50"]);
-    assert!((100.0..130.0).contains(&p50), "p50 {p50} ms");
+    assert_twenty_streams_of_100ms(&report, "coalesced");
 
     let out = volley(&[
         "run",

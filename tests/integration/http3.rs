@@ -4,7 +4,8 @@
 //! and step, failures by kind, and targets that never answer.
 
 use super::support::{
-    exclusive, num, schema_violations, stderr, summary, volley, volley_json, wait_for_stats,
+    assert_twenty_streams_of_100ms, exclusive, num, schema_violations, stderr, summary, volley, volley_json,
+    wait_for_stats,
 };
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -103,10 +104,7 @@ fn coalesced_streams_go_out_in_rounds_over_http3_too() {
         "1s",
         &h3_url(&server, "/sleep/100"),
     ]);
-    let ok = num(&summary(&report)["ok"]);
-    assert!((160.0..=200.0).contains(&ok), "{ok} requests in 1 s");
-    let p50 = num(&summary(&report)["latency_ms"]["p50"]);
-    assert!((100.0..130.0).contains(&p50), "p50 {p50} ms");
+    assert_twenty_streams_of_100ms(&report, "coalesced");
 
     let report = h3_run(&[
         "-n",

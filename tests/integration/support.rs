@@ -117,6 +117,16 @@ pub fn schema_violations(report: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Checks a 1 s run of 20 streams on one connection against `/sleep/100`
+/// (`what` names it): the streams ran side by side (160 to 200 answers)
+/// and each took the target's 100 ms (p50 100 to 130 ms).
+pub fn assert_twenty_streams_of_100ms(report: &Value, what: &str) {
+    let ok = num(&summary(report)["ok"]);
+    assert!((160.0..=200.0).contains(&ok), "{what}: {ok} requests in 1 s");
+    let p50 = num(&summary(report)["latency_ms"]["p50"]);
+    assert!((100.0..130.0).contains(&p50), "{what}: p50 {p50} ms");
+}
+
 /// A JSON number, or a panic naming what was there.
 pub fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))

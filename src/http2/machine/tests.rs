@@ -287,7 +287,8 @@ fn coalesced_rounds_know_what_went_out_and_stamp_each_response_with_its_write() 
         "both lanes queued: the round goes out"
     );
     let first_write = Instant::now();
-    m.stamp_unsent(first_write);
+    let mut rounds = crate::http2::Rounds::new(true);
+    rounds.wrote(m.sent_stamps(), first_write);
     assert_eq!(m.tally(), tally(0, true));
     // Stream 1 is answered; its lane queues its next request, which waits
     // for stream 3's response.
@@ -302,7 +303,7 @@ fn coalesced_rounds_know_what_went_out_and_stamp_each_response_with_its_write() 
     let _ = m.finish(1);
     // The held request is stamped with the later write, not its queueing.
     let second_write = first_write + std::time::Duration::from_millis(5);
-    m.stamp_unsent(second_write);
+    rounds.wrote(m.sent_stamps(), second_write);
     feed(&mut m, &frame(frame::HEADERS, done, 5, &[STATUS_200])).unwrap();
     let (result, _) = m.finish(0);
     assert_eq!(result.unwrap().sent_at, Some(second_write));
