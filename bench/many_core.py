@@ -8,9 +8,9 @@ generator cores (the first six), so the generators, not nginx, are the
 limit. Two parts, each optional:
 
 - peers: HTTP/1.1 at 300 and 4,000 connections (volley, shb as it runs by
-  default, wrk) and h2c at 60 connections x 10 streams (volley, shb,
-  h2load), tools alternating within each round; the medians of req/s and
-  CPU per request, with volley's ratio to each peer.
+  default, wrk) and h2c at 60 connections x 10 streams (volley, volley
+  with `--coalesce`, shb, h2load), tools alternating within each round; the
+  medians of req/s and CPU per request, with volley's ratio to each peer.
 - lag: `volley run -R RATE -c 600 --max-connections 3000` at each rate of
   `--rates`, at `--interval 1s` (and at 100 ms for the first rate), printing
   the pacer's lag (p50, p99, max), the sends 1 ms or more late and the
@@ -37,11 +37,15 @@ from vs_shb import run_shb
 
 def peers_part(args, url, h2url):
     """Each case's rounds ({tool: [result per round]}), by case label."""
-    def volley(target, conns, secs, cores, streams=None):
-        extra = ["--http2", "--streams", str(streams)] if streams else []
+    def volley(target, conns, secs, cores, streams=None, extra=()):
+        if streams:
+            extra = ["--http2", "--streams", str(streams), *extra]
         cmd = [str(VOLLEY), "run", "-c", str(conns), "-t", str(args.threads), "-d", f"{secs}s", "--json",
                *extra, target]
         return volley_figures(cmd, cores, secs + 60)
+
+    def volley_coalesced(target, conns, secs, cores, streams=None):
+        return volley(target, conns, secs, cores, streams, extra=["--coalesce"])
 
     def wrk(target, conns, secs, cores, streams=None):
         return run_wrk(target, conns, secs, cores, threads=args.threads)
@@ -55,7 +59,8 @@ def peers_part(args, url, h2url):
         "c4000": ("HTTP/1.1, 4,000 connections", url, 4000, None,
                   [("volley", volley), ("shb", shb), ("wrk", wrk)]),
         "h2c60x10": ("h2c, 60 connections x 10 streams", h2url, 60, 10,
-                     [("volley", volley), ("shb", shb), ("h2load", h2load)]),
+                     [("volley", volley), ("volley coalesced", volley_coalesced), ("shb", shb),
+                      ("h2load", h2load)]),
     }
     results = []
     for key in args.cases.split(","):
@@ -70,13 +75,20 @@ def peers_rows(results):
     rows = []
     for label, rounds in results:
         case = CaseRows(label, rounds, rows)
-        for peer in (t for t in rounds if t != "volley"):
+        for peer in (t for t in rounds if not t.startswith("volley")):
             target = ">= 1.0" if peer == "shb" else "reported"
             ratio = case.rps("volley") / case.rps(peer)
             case.add(f"req/s vs {peer}", f"{case.rps('volley'):,.0f}", f"{case.rps(peer):,.0f} ({peer})", ratio,
                      target, ratio >= 1.0 if peer == "shb" else None)
             case.add(f"CPU/request vs {peer}", f"{case.cpu('volley'):.2f} us", f"{case.cpu(peer):.2f} us ({peer})",
                      case.cpu("volley") / case.cpu(peer), "reported")
+        if "volley coalesced" in rounds:
+            tool = "volley coalesced"
+            ratio = case.rps(tool) / case.rps("shb")
+            case.add("req/s, volley --coalesce vs shb", f"{case.rps(tool):,.0f}", f"{case.rps('shb'):,.0f} (shb)",
+                     ratio, ">= 1.0", ratio >= 1.0)
+            case.add("CPU/request, volley --coalesce vs shb", f"{case.cpu(tool):.2f} us",
+                     f"{case.cpu('shb'):.2f} us (shb)", case.cpu(tool) / case.cpu("shb"), "reported")
     return rows
 
 
