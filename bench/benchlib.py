@@ -124,10 +124,21 @@ def start_nginx(core, workdir, servers, ports, workers=1):
     return start_pinned(["nginx", "-c", str(conf), "-p", workdir], core, ports)
 
 
+class CpuTime(float):
+    """A process's CPU seconds (user and system together), with each part:
+    `user` (its own code) and `system` (the kernel's work for it)."""
+
+    def __new__(cls, user, system):
+        cpu = super().__new__(cls, user + system)
+        cpu.user, cpu.system = user, system
+        return cpu
+
+
 def measured(cmd, cores, limit):
     """Runs a generator pinned to `cores`; returns the finished process and its
-    own CPU seconds and peak RSS (KiB). If it still runs after `limit` seconds
-    it is killed with everything it started, and the benchmark stops."""
+    own CPU seconds (a `CpuTime`) and peak RSS (KiB). If it still runs after
+    `limit` seconds it is killed with everything it started, and the
+    benchmark stops."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         full = ["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, "taskset", "-c", cores] + cmd
         proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -142,7 +153,7 @@ def measured(cmd, cores, limit):
             raise
         fields = Path(tf.name).read_text().split()
         user, sys_, rss_kb = float(fields[-3]), float(fields[-2]), int(fields[-1])
-    return subprocess.CompletedProcess(full, proc.returncode, out, err), user + sys_, rss_kb
+    return subprocess.CompletedProcess(full, proc.returncode, out, err), CpuTime(user, sys_), rss_kb
 
 
 def volley_figures(cmd, cores, limit):
@@ -159,6 +170,7 @@ def volley_figures(cmd, cores, limit):
         "bad_status": sum(n for code, n in summary["status"].items() if not code.startswith("2")),
         "p50_ms": summary["latency_ms"]["p50"],
         "cpu_us_per_req": 1e6 * cpu / max(summary["requests"], 1),
+        "user_us_per_req": 1e6 * cpu.user / max(summary["requests"], 1),
         "rss_mb": rss / 1024,
     }
 
@@ -259,6 +271,15 @@ class CaseRows:
     def add(self, what, v, peer, ratio, target, met=None):
         verdict = "" if met is None else ("yes" if met else "no")
         self.rows.append(f"| {self.label}: {what} | {v} | {peer} | {ratio:.2f} | {target} | {verdict} |")
+
+    def add_split(self, tool, peer, what):
+        """Two reported rows: where `tool`'s and `peer`'s CPU per request goes,
+        in user space (the tool's own code) and in the kernel (its system
+        calls and the network work done for it); `what` names the pair."""
+        for part, of in (("in user space", lambda r: r["user_us_per_req"]),
+                         ("in the kernel", lambda r: r["cpu_us_per_req"] - r["user_us_per_req"])):
+            mine, theirs = (statistics.median(of(r) for r in self.rounds[t]) for t in (tool, peer))
+            self.add(f"CPU/request {part}, {what}", f"{mine:.2f} us", f"{theirs:.2f} us", mine / theirs, "reported")
 
 
 def version(cmd):

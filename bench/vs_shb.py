@@ -4,10 +4,10 @@
 nginx (one worker returning a 5-byte body) is pinned to the last core and
 each generator runs one thread pinned to the other core(s). Tools alternate
 within each round, so drifts in machine speed hit all alike; each process's
-own CPU time and peak RSS come from GNU time, and the medians are printed as
-ratios against shb, run twice: unbatched (`--batch-size 1 --batch-linger 1`,
-each completion handled as it comes, as volley does) and as it runs by
-default (holding completions up to 500 us to batch them). Where a connection
+own CPU time (in user space and in the kernel) and peak RSS come from GNU
+time, and the medians are printed as ratios against shb, run twice:
+unbatched (`--batch-size 1 --batch-linger 1`, each completion handled as it
+comes, as volley does) and as it runs by default (holding completions up to 500 us to batch them). Where a connection
 carries several streams, volley also runs with `--coalesce` (its streams'
 requests go out in rounds, one write each; every response still read as it
 comes), on epoll, as `--io auto` runs HTTP/2. Every load goes to 127.0.0.1
@@ -54,6 +54,7 @@ def run_shb(batched, extra=(), threads=1):
             "errors": data["requests"]["errors"],
             "p50_ms": data["latencySeconds"]["percentiles"]["p50"] * 1000,
             "cpu_us_per_req": 1e6 * cpu / max(total, 1),
+            "user_us_per_req": 1e6 * cpu.user / max(total, 1),
             "rss_mb": rss / 1024,
         }
     return run
@@ -134,6 +135,9 @@ def main():
         p50 = median(rounds["volley io_uring"], "p50_ms")
         row("p50, volley on io_uring vs shb", f"{p50:.3f} ms",
             f"{median(rounds['shb'], 'p50_ms'):.3f} ms", p50 / median(rounds["shb"], "p50_ms"), "reported")
+        # Where the CPU goes, for the backend `--io auto` picks.
+        auto = "volley epoll" if label.startswith("h2c") else "volley io_uring"
+        case.add_split(auto, "shb unbatched", f"{auto} vs shb unbatched")
         if "wrk" in rounds:
             ratio = cpu("volley io_uring") / cpu("wrk")
             row("CPU/request, volley on io_uring vs wrk", f"{cpu('volley io_uring'):.2f} us",
