@@ -10,7 +10,9 @@ limit. Two parts, each optional:
 - peers: HTTP/1.1 at 300 and 4,000 connections (volley, shb as it runs by
   default, wrk) and h2c at 60 connections x 10 streams (volley, volley
   with `--coalesce`, shb, h2load), tools alternating within each round; the
-  medians of req/s and CPU per request, with volley's ratio to each peer.
+  medians of req/s and CPU per request, with volley's ratio to each peer,
+  and volley's and shb's CPU per request split into user space and the
+  kernel.
 - lag: `volley run -R RATE -c 600 --max-connections 3000` at each rate of
   `--rates`, at `--interval 1s` (and at 100 ms for the first rate), printing
   the pacer's lag (p50, p99, max), the sends 1 ms or more late and the
@@ -82,6 +84,7 @@ def peers_rows(results):
                      target, ratio >= 1.0 if peer == "shb" else None)
             case.add(f"CPU/request vs {peer}", f"{case.cpu('volley'):.2f} us", f"{case.cpu(peer):.2f} us ({peer})",
                      case.cpu("volley") / case.cpu(peer), "reported")
+        case.add_split("volley", "shb", "volley vs shb")
         if "volley coalesced" in rounds:
             tool = "volley coalesced"
             ratio = case.rps(tool) / case.rps("shb")
