@@ -8,12 +8,14 @@
 //! wanted are skipped undecoded; only fields the server adds to the dynamic
 //! table are always decoded (their decoded size drives eviction). Servers
 //! such as nginx add the same fields (server, date, content-type) to the
-//! table on every response, so a new entry whose encoded value matches a
-//! recent entry's copies that entry's decoded value instead of decoding it
-//! again. Evicted entries' buffers are reused, so a steady run allocates
-//! nothing here. Huffman strings are decoded by `httlib-huffman`.
+//! table on every response, so a new entry with the same name and encoded
+//! value as a recent one is that entry again, shared rather than decoded or
+//! copied. Evicted entries that nothing else shares are kept for their
+//! buffers, so a steady run allocates nothing here. Huffman strings are
+//! decoded by `httlib-huffman`.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 /// The dynamic table size volley allows (the protocol default; volley
 /// never announces another).
@@ -23,10 +25,15 @@ pub const TABLE_SIZE: usize = 4096;
 #[derive(Debug, PartialEq, Eq)]
 pub struct HpackError(pub &'static str);
 
-/// A dynamic table entry.
-#[derive(Default)]
+/// A dynamic table entry, shared by every place in the table that holds
+/// the same field (see the module doc).
+#[derive(Clone, Default)]
 struct Entry {
     name: Vec<u8>,
+    /// The static table index the name came from (through any dynamic
+    /// entries that named it), or 0 for a name sent as a literal: compared
+    /// as an integer before any bytes.
+    static_name: usize,
     value: Vec<u8>,
     /// The value as it was encoded (Huffman flag, then bytes).
     encoded: Vec<u8>,
@@ -38,9 +45,10 @@ const RECENT: usize = 8;
 /// One connection's decoding state.
 pub struct Decoder {
     /// Newest entry first.
-    table: VecDeque<Entry>,
-    /// Evicted entries, kept for their allocations.
-    spare: Vec<Entry>,
+    table: VecDeque<Rc<Entry>>,
+    /// Evicted entries no place in the table shares, kept for their
+    /// allocations.
+    spare: Vec<Rc<Entry>>,
     size: usize,
     max_size: usize,
     name: Vec<u8>,
@@ -97,33 +105,26 @@ impl Decoder {
                     field(n, v);
                 }
             } else if first & 0x40 != 0 {
-                // Literal with incremental indexing: always decoded.
+                // Literal with incremental indexing: always decoded. A name
+                // from the static table is known by its index; any other is
+                // read into `name`.
                 let index = integer(block, &mut pos, 6)?;
-                let mut new = self.spare.pop().unwrap_or_default();
-                new.name.clear();
+                let static_name = self.static_name(index);
                 if index == 0 {
-                    string(block, &mut pos, 7, Some(&mut new.name))?;
-                } else {
-                    new.name.extend_from_slice(self.entry(index)?.0);
+                    string(block, &mut pos, 7, Some(name))?;
+                } else if static_name == 0 {
+                    name.clear();
+                    name.extend_from_slice(self.entry(index)?.0);
                 }
                 let (huffman, bytes) = raw_string(block, &mut pos, 7)?;
-                new.encoded.clear();
-                new.encoded.push(huffman as u8);
-                new.encoded.extend_from_slice(bytes);
-                new.value.clear();
-                match self
-                    .table
-                    .iter()
-                    .take(RECENT)
-                    .find(|e| e.encoded == new.encoded && e.name == new.name)
-                {
-                    Some(same) => new.value.extend_from_slice(&same.value),
-                    None => decode_string(huffman, bytes, &mut new.value)?,
+                let entry = match self.twin(static_name, name, huffman, bytes) {
+                    Some(twin) => twin,
+                    None => self.new_entry(static_name, name, huffman, bytes)?,
+                };
+                if all || entry.name == STATUS {
+                    field(&entry.name, &entry.value);
                 }
-                if all || new.name == STATUS {
-                    field(&new.name, &new.value);
-                }
-                self.insert(new);
+                self.insert(entry);
             } else if first & 0x20 != 0 {
                 // Dynamic table size update.
                 let size = integer(block, &mut pos, 5)?;
@@ -163,7 +164,53 @@ impl Decoder {
         Ok((&entry.name, &entry.value))
     }
 
-    fn insert(&mut self, entry: Entry) {
+    /// The static table index behind the name at `index` (0: a literal
+    /// name, or an index no entry has).
+    fn static_name(&self, index: usize) -> usize {
+        match index.checked_sub(STATIC_TABLE.len() + 1) {
+            None => index,
+            Some(i) => self.table.get(i).map_or(0, |e| e.static_name),
+        }
+    }
+
+    /// A recent entry with this name (its static index, else `name`) and
+    /// this encoded value, to be inserted again as it is.
+    fn twin(&self, static_name: usize, name: &[u8], huffman: bool, bytes: &[u8]) -> Option<Rc<Entry>> {
+        self.table
+            .iter()
+            .take(RECENT)
+            .find(|e| {
+                e.static_name == static_name
+                    && e.encoded.split_first() == Some((&(huffman as u8), bytes))
+                    && (static_name != 0 || e.name == name)
+            })
+            .cloned()
+    }
+
+    /// A new entry, in a spare one's buffers when there is one.
+    fn new_entry(
+        &mut self,
+        static_name: usize,
+        name: &[u8],
+        huffman: bool,
+        bytes: &[u8],
+    ) -> Result<Rc<Entry>, HpackError> {
+        let mut shared = self.spare.pop().unwrap_or_default();
+        // Spare entries are shared with nothing, so this never copies.
+        let entry = Rc::make_mut(&mut shared);
+        let static_entry = static_name.checked_sub(1).and_then(|i| STATIC_TABLE.get(i));
+        entry.static_name = static_name;
+        entry.name.clear();
+        entry.name.extend_from_slice(static_entry.map_or(name, |e| e.0));
+        entry.encoded.clear();
+        entry.encoded.push(huffman as u8);
+        entry.encoded.extend_from_slice(bytes);
+        entry.value.clear();
+        decode_string(huffman, bytes, &mut entry.value)?;
+        Ok(shared)
+    }
+
+    fn insert(&mut self, entry: Rc<Entry>) {
         let size = entry_size(&entry);
         if size > self.max_size {
             // Too large for any table: it empties the table (4.4).
@@ -185,8 +232,8 @@ impl Decoder {
         }
     }
 
-    fn recycle(&mut self, entry: Entry) {
-        if self.spare.len() < 64 {
+    fn recycle(&mut self, entry: Rc<Entry>) {
+        if Rc::strong_count(&entry) == 1 && self.spare.len() < 64 {
             self.spare.push(entry);
         }
     }
@@ -423,6 +470,51 @@ mod tests {
             assert_eq!(fields[4].1, "5");
         }
         assert_eq!(decoder.table.len(), 12);
+        // Each response's four fields are the first response's entries
+        // again, shared (server, date, content-type, content-length), and
+        // each knows its static name.
+        let table: Vec<&Rc<Entry>> = decoder.table.iter().collect();
+        for i in 0..4 {
+            assert!(Rc::ptr_eq(table[i], table[i + 4]) && Rc::ptr_eq(table[i], table[i + 8]));
+            assert_eq!(Rc::strong_count(table[i]), 3);
+        }
+        let names: Vec<usize> = table[..4].iter().map(|e| e.static_name).collect();
+        assert_eq!(names, [28, 31, 33, 54]);
+    }
+
+    /// A name taken from a dynamic entry carries that entry's static index;
+    /// a literal name has none. Equal values under different names stay
+    /// separate entries, and an evicted entry still shared stays whole.
+    #[test]
+    fn names_decide_which_entries_are_shared() {
+        let mut decoder = Decoder::default();
+        // "date: a" with incremental indexing (static name 33), then a
+        // literal name "x-y: a", then "date: a" named by dynamic entry 63
+        // (the first, now second newest), then "x-y: a" named by 63 (the
+        // literal one, now second newest).
+        let block = [
+            0x61, 0x01, b'a', 0x40, 0x03, b'x', b'-', b'y', 0x01, b'a', 0x7f, 0x00, 0x01, b'a', 0x7f, 0x00,
+            0x01, b'a',
+        ];
+        let fields = decode_all(&mut decoder, &block);
+        let expected = [("date", "a"), ("x-y", "a"), ("date", "a"), ("x-y", "a")];
+        let expected: Vec<(String, String)> = expected
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(fields, expected);
+        let names: Vec<usize> = decoder.table.iter().map(|e| e.static_name).collect();
+        assert_eq!(names, [0, 33, 0, 33]);
+        assert!(Rc::ptr_eq(&decoder.table[0], &decoder.table[2]));
+        assert!(Rc::ptr_eq(&decoder.table[1], &decoder.table[3]));
+        assert!(!Rc::ptr_eq(&decoder.table[0], &decoder.table[1]));
+        // A size update of 40 bytes keeps only the newest entry (x-y: a, 36
+        // bytes); the evicted one it shares is not reused while it lives.
+        decoder.decode(&[0x3f, 0x09], true, |_, _| {}).unwrap();
+        assert_eq!(decoder.table.len(), 1);
+        assert_eq!(decoder.table[0].name, b"x-y");
+        assert!(decoder.spare.iter().all(|e| Rc::strong_count(e) == 1));
+        assert_eq!(decoder.spare.len(), 1, "only the date entry was free to keep");
     }
 
     #[test]
