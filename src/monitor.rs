@@ -238,10 +238,18 @@ mod tests {
             .spawn()
             .unwrap();
         let deadline = Instant::now() + std::time::Duration::from_secs(2);
-        // Until it has exec'd `sleep` (before, it is a copy of this process).
-        while std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap_or_default() != "sleep\n"
-            && Instant::now() < deadline
-        {
+        // Until it sleeps in `sleep` itself: it has exec'd (before, it is a
+        // copy of this process) and is past the dynamic loader, which opens
+        // and closes files of its own (the name changes at the exec, before
+        // the loader runs, so a count taken then could differ by one).
+        let sleeping = || {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            stat.contains("(sleep)") && state == Some("S")
+        };
+        while !sleeping() && Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let fds = open_fds(child.id());
