@@ -3,8 +3,9 @@
 //! finding the knee of a target of known capacity. Every run is bounded by
 //! a duration and goes to the embedded target on 127.0.0.1.
 
-use super::support::{exclusive, num, schema_violations, summary, target, target_with, url, volley_json};
-use std::io::{Read, Write};
+use super::support::{
+    exclusive, num, pause_later, schema_violations, summary, target, target_with, url, volley_json,
+};
 use std::process::Command;
 use std::time::Duration;
 
@@ -36,17 +37,7 @@ fn fixed_rate_holds_its_count_and_schedule() {
 fn a_stall_shows_in_latency_from_the_intended_time() {
     let _exclusive = exclusive();
     let server = target();
-    let addr = server.addr();
-    let staller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(4));
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        stream
-            .write_all(b"GET /pause/1000 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer);
-    });
+    let staller = pause_later(&server, Duration::from_secs(4), 1000);
     let (out, report) = volley_json(&["run", "-R", "1000", "-d", "10s", &url(&server, "/hi")]);
     staller.join().unwrap();
     assert!(out.status.success());
