@@ -10,8 +10,9 @@
 
 use super::driver::{Driver, Outgoing};
 use super::exchange::{WorkerCtx, fail, record_response};
-use super::feed::{Feed, Ticket};
+use super::feed::{Feed, Ticket, YIELD_EVERY};
 use super::iteration::{self, IterationState};
+use super::lean_h1;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use std::task::Poll;
@@ -25,11 +26,6 @@ pub struct LoopSlot {
     driver: Option<Driver>,
     iteration: Option<Box<IterationState>>,
 }
-
-/// A connection loop yields to the runtime after this many requests, so
-/// one that never waits (a refused connect on loopback fails at once) cannot
-/// starve the interval ticker, the deadline or the stop flag.
-const YIELD_EVERY: u32 = 32;
 
 /// How many connections the open model adds in one turn of the worker at
 /// most (`--max-connections`). A target that stalls for a few milliseconds
@@ -117,6 +113,11 @@ pub async fn open_connections(ctx: &WorkerCtx, slots: &mut [LoopSlot], within: s
 /// without pipelining) and reads their responses in order.
 async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed: &Feed) -> LoopSlot {
     let driver = slot.driver.get_or_insert_with(|| Driver::new(ctx));
+    if lean_h1::applies(ctx, feed) {
+        let general = async |driver: &mut Driver, ticket| send_prepared(ctx, driver, ticket).await;
+        lean_h1::run(ctx, driver, feed, general).await;
+        return slot;
+    }
     let mut since_yield = 0u32;
     while let Some(ticket) = feed.next(index).await {
         since_yield += ticket.count;

@@ -19,7 +19,7 @@ use crate::request::Request;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::io::AsyncWrite;
 use tokio::time::{Instant, Sleep};
@@ -34,6 +34,17 @@ pub struct Driver {
     /// comes up); a timer per request was put into the wheel and taken out
     /// again every time.
     timeout: Pin<Box<Sleep>>,
+    /// Where `timeout` is set. The fast path sets the timer only once its
+    /// deadline has passed (the timer never fires before it, so until then
+    /// it is known to be armed, and no later than the request's own
+    /// deadline), and keeps this copy so that a request need not touch the
+    /// timer at all: at thousands of connections the timer is one more
+    /// cold cache line, and moving it in tokio's wheel per request cost
+    /// more than anything else left in the fast path.
+    armed_until: Instant,
+    /// Whether the timer has been polled by this loop's task since it was
+    /// last set, so it wakes the loop when it fires (the fast path).
+    registered: bool,
 }
 
 /// How a loop reaches the server.
@@ -111,10 +122,13 @@ impl Driver {
             Prepared::Http2(_) => Way::H2(ctx.next_lane()),
             Prepared::Http3 { .. } => Way::H3(ctx.next_h3_lane()),
         };
+        let now = Instant::now();
         Driver {
             way,
             // Set to each request's deadline before it is waited on.
-            timeout: Box::pin(tokio::time::sleep_until(Instant::now())),
+            timeout: Box::pin(tokio::time::sleep_until(now)),
+            armed_until: now,
+            registered: false,
         }
     }
 
@@ -131,6 +145,8 @@ impl Driver {
         deadline: Instant,
         mut answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
+        self.armed_until = deadline;
+        self.registered = false;
         let mut timer = Timer::at(self.timeout.as_mut(), deadline, ctx);
         let lane = match &mut self.way {
             Way::H1(h1) => return h1.round_trip(ctx, outgoing, timer, answered).await,
@@ -189,6 +205,130 @@ impl Driver {
     }
 }
 
+/// The HTTP/1.1 fast path's steps (see [`super::lean_h1`]): the run's own
+/// request queued and its response read by plain polls, with the loop's
+/// deadline and connection handling as in [`Driver::round_trip`].
+impl Driver {
+    /// Queues `request`, sent at `now` with `deadline`, on the loop's
+    /// connection when it is open, idle, plain on the worker's ring and its
+    /// send queue has room; otherwise `false`, with nothing sent.
+    pub(super) fn lean_send(&mut self, request: &[u8], now: Instant, deadline: Instant) -> bool {
+        let Way::H1(h1) = &mut self.way else {
+            return false;
+        };
+        let socket = &mut h1.socket;
+        if socket.busy {
+            return false;
+        }
+        let Some(ring) = socket.stream.as_mut().and_then(Stream::ring_socket) else {
+            return false;
+        };
+        if !ring.queue_whole(request) {
+            return false;
+        }
+        socket.busy = true;
+        // Until `armed_until` the timer is armed, for an earlier request's
+        // deadline; when it fires, `poll_lean_answer` moves it on to this
+        // one's. Past it, it is set again now.
+        if now >= self.armed_until {
+            self.timeout.as_mut().reset(deadline);
+            self.armed_until = deadline;
+            self.registered = false;
+        }
+        true
+    }
+
+    /// A new task polls the fast path (a new phase, or after a yield):
+    /// the timer must be polled once by it to wake it.
+    pub(super) fn lean_resume(&mut self) {
+        self.registered = false;
+    }
+
+    /// The response to what [`Self::lean_send`] queued: `Ready(Ok(None))`
+    /// when it is not one [`ResponseReader::poll_whole_response`] reads,
+    /// for [`Self::finish_lean`] to read instead. A connection that failed,
+    /// timed out or is closed by the server is dropped.
+    ///
+    /// `waited` says whether this request has waited before: the first
+    /// time, right after `lean_send`, a timer this task registered is known
+    /// to be armed and is left alone; after that, something woke the loop,
+    /// perhaps the timer, and it is looked at.
+    pub(super) fn poll_lean_answer(
+        &mut self,
+        ctx: &WorkerCtx,
+        cx: &mut Context<'_>,
+        is_head: bool,
+        deadline: Instant,
+        waited: &mut bool,
+    ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
+        let Way::H1(h1) = &mut self.way else {
+            unreachable!("lean_send queued on an HTTP/1.1 connection")
+        };
+        let socket = &mut h1.socket;
+        let stream = socket.stream.as_mut().expect("open since lean_send");
+        let read = match socket.reader.poll_whole_response(stream, cx, is_head) {
+            Poll::Pending if self.registered && !*waited => {
+                *waited = true;
+                return Poll::Pending;
+            }
+            Poll::Pending => {
+                *waited = true;
+                match poll_lazy_timer(self.timeout.as_mut(), &mut self.armed_until, deadline, cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(timed_out(ctx.shared.transport.timeout))),
+                    Poll::Pending => {
+                        self.registered = true;
+                        return Poll::Pending;
+                    }
+                }
+            }
+            read => read,
+        };
+        match &read {
+            Poll::Ready(Ok(Some(head))) if !head.close => socket.busy = false,
+            Poll::Ready(Ok(None)) => {}
+            _ => socket.stream = None,
+        }
+        read
+    }
+
+    /// Reads, the general way, the response [`Self::poll_lean_answer`]
+    /// left, by the deadline [`Self::lean_send`] set.
+    pub(super) async fn finish_lean(
+        &mut self,
+        ctx: &WorkerCtx,
+        is_head: bool,
+        deadline: Instant,
+        answered: impl FnMut(ResponseHead),
+    ) -> Result<(), Lost> {
+        self.armed_until = deadline;
+        self.registered = false;
+        let timer = Timer::at(self.timeout.as_mut(), deadline, ctx);
+        let Way::H1(h1) = &mut self.way else {
+            unreachable!("lean_send queued on an HTTP/1.1 connection")
+        };
+        h1.read_round(ctx, timer, 1, is_head, None, None, answered).await
+    }
+}
+
+/// Polls a timer set to `*armed_until`, at or before `deadline`: `Ready`
+/// once `deadline` has passed. A timer that fired for an earlier deadline
+/// is set to this one and polled again, to wake the task then.
+fn poll_lazy_timer(
+    mut timer: Pin<&mut Sleep>,
+    armed_until: &mut Instant,
+    deadline: Instant,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    loop {
+        ready!(timer.as_mut().poll(cx));
+        if *armed_until >= deadline || Instant::now() >= deadline {
+            return Poll::Ready(());
+        }
+        timer.as_mut().reset(deadline);
+        *armed_until = deadline;
+    }
+}
+
 /// [`Driver::round_trip`] over HTTP/3: one request on the lane's stream.
 async fn h3_round_trip(
     ctx: &WorkerCtx,
@@ -231,10 +371,10 @@ impl H1 {
         ctx: &WorkerCtx,
         outgoing: Outgoing<'_>,
         mut timer: Timer<'_>,
-        mut answered: impl FnMut(ResponseHead),
+        answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
         let shared = &ctx.shared;
-        let (bytes, first, count, is_head, mut capture) = match outgoing {
+        let (bytes, first, count, is_head, capture) = match outgoing {
             Outgoing::Prepared { count } => {
                 let Prepared::Http1(request) = &shared.prepared else {
                     unreachable!("an HTTP/1.1 connection runs only in an HTTP/1.1 run")
@@ -269,6 +409,26 @@ impl H1 {
                 return Err(Lost { err, count });
             }
         };
+        self.read_round(ctx, timer, count, is_head, capture, cut, answered)
+            .await
+    }
+
+    /// Reads the responses to a round of `count` requests just written,
+    /// in order; `cut` is set when the write was cut short (see
+    /// [`Written::Cut`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn read_round(
+        &mut self,
+        ctx: &WorkerCtx,
+        mut timer: Timer<'_>,
+        count: u32,
+        is_head: bool,
+        mut capture: Option<&mut Capture>,
+        cut: Option<Option<RequestError>>,
+        mut answered: impl FnMut(ResponseHead),
+    ) -> Result<(), Lost> {
+        let shared = &ctx.shared;
+        let socket = &mut self.socket;
         for done in 0..count {
             let stream = socket.stream.as_mut().expect("connected by connect_and_write");
             let read = socket
@@ -363,13 +523,15 @@ impl<T, F: Future<Output = Result<T, RequestError>>> Future for Within<'_, F> {
             return Poll::Ready(done);
         }
         match this.sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(RequestError::new(
-                ErrorKind::Timeout,
-                ErrorDetail::Timeout(*this.timeout),
-            ))),
+            Poll::Ready(()) => Poll::Ready(Err(timed_out(*this.timeout))),
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// What a request that ran out of `timeout` failed with.
+fn timed_out(timeout: Duration) -> RequestError {
+    RequestError::new(ErrorKind::Timeout, ErrorDetail::Timeout(timeout))
 }
 
 impl Socket {

@@ -18,6 +18,11 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+/// A connection loop yields to the runtime after this many requests, so
+/// one that never waits (a refused connect on loopback fails at once) cannot
+/// starve the interval ticker, the deadline or the stop flag.
+pub const YIELD_EVERY: u32 = 32;
+
 /// Permission to send.
 #[derive(Clone, Copy, Debug)]
 pub struct Ticket {

@@ -10,6 +10,7 @@ pub mod driver;
 pub mod exchange;
 pub mod feed;
 pub mod iteration;
+mod lean_h1;
 pub mod protocol;
 pub mod timer;
 pub mod worker;

@@ -227,6 +227,63 @@ impl ResponseReader {
         }
     }
 
+    /// Reads one response outside any async state machine, for the common
+    /// case: a final response whose body has a known length (or none) and
+    /// fits the buffer with its head. `Ready(Ok(Some(head)))` once it is
+    /// all in and consumed; `Ready(Ok(None))` for any other response
+    /// (interim, chunked, until close, larger than the buffer), with
+    /// nothing consumed, for [`Self::read_response_into`] to read as
+    /// usual; `Pending` until more bytes arrive. Written out as a poll
+    /// because the request loop's HTTP/1.1 fast path polls it directly:
+    /// the nested futures of the general path spread one connection's
+    /// state over many cache lines, which at thousands of connections cost
+    /// more than the parsing itself.
+    pub fn poll_whole_response<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        cx: &mut Context<'_>,
+        head_request: bool,
+    ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
+        loop {
+            let parsed = parse_head(self.buffered(), head_request)?;
+            if let Some(parsed) = &parsed {
+                let body = match parsed.framing {
+                    Framing::Empty => 0,
+                    Framing::Length(n) => n,
+                    Framing::Chunked | Framing::UntilClose => return Poll::Ready(Ok(None)),
+                };
+                let whole = parsed.len as u64 + body;
+                if (100..200).contains(&parsed.status) || whole > self.buf.len() as u64 {
+                    return Poll::Ready(Ok(None));
+                }
+                if whole <= (self.end - self.start) as u64 {
+                    self.start += whole as usize;
+                    return Poll::Ready(Ok(Some(ResponseHead {
+                        status: parsed.status,
+                        bytes: whole,
+                        close: parsed.close,
+                        h3_offer: parsed.h3_offer,
+                        sent_at: None,
+                    })));
+                }
+            }
+            self.make_room()?;
+            let mut room = ReadBuf::new(&mut self.buf[self.end..]);
+            ready!(Pin::new(&mut *stream).poll_read(cx, &mut room)).map_err(RequestError::from_io)?;
+            let n = room.filled().len();
+            if n == 0 {
+                return Poll::Ready(Err(if parsed.is_some() {
+                    closed_early("connection closed in the middle of the response body")
+                } else if self.start == self.end {
+                    closed_early("connection closed by the server before any response")
+                } else {
+                    closed_early("connection closed in the middle of the response head")
+                }));
+            }
+            self.end += n;
+        }
+    }
+
     async fn read_head<S: AsyncRead + Unpin>(
         &mut self,
         stream: &mut S,

@@ -124,6 +124,16 @@ impl AsyncWrite for Transport {
     }
 }
 
+impl Stream {
+    /// The ring socket under a plain connection on io_uring.
+    pub fn ring_socket(&mut self) -> Option<&mut RingSocket> {
+        match self {
+            Stream::Plain(Transport::Uring(socket)) => Some(socket),
+            _ => None,
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {

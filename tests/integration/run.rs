@@ -3,9 +3,10 @@
 //! duration, and by the harness timeout in `volley()`.
 
 use super::support::{
-    exclusive, read_report, schema_violations, stderr, stdout, summary, target, url, volley, volley_json,
+    exclusive, num, read_report, schema_violations, stderr, stdout, summary, target, url, volley, volley_json,
 };
 use serde_json::Value;
+use std::io::{Read, Write};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -121,6 +122,52 @@ fn a_loops_timer_follows_each_requests_deadline() {
         assert!(s["requests"].as_f64().unwrap() > 100.0, "{s}");
         assert_eq!(s["errors"], 0, "{protocol:?}: {s}");
     }
+}
+
+/// A connection that has answered many requests and then stalls (the
+/// target pauses for 1.5 s) times its request out at the request timeout
+/// from that request's own send: the loop's timer, still set for an
+/// earlier request's deadline, must move on to this one's and fire then,
+/// not let the request wait out the pause and count as a slow success.
+#[test]
+fn a_stall_after_many_answers_times_out_at_the_requests_own_deadline() {
+    let _exclusive = exclusive();
+    let server = target();
+    let addr = server.addr();
+    let pauser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1200));
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        stream
+            .write_all(b"GET /pause/1500 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+    });
+    let args = [
+        "run",
+        "-d",
+        "3500ms",
+        "-c",
+        "2",
+        "--timeout",
+        "400ms",
+        &url(&server, "/hi"),
+    ];
+    let (out, report) = volley_json(&args);
+    pauser.join().unwrap();
+    assert_no_panic(&out);
+    let s = summary(&report);
+    assert!(num(&s["ok"]) > 100.0, "answers before and after the pause: {s}");
+    let timeouts = s["errors_by_kind"]["timeout"].as_f64().unwrap_or(0.0);
+    // Each connection's request in flight times out, and so do the
+    // requests of the new connections opened during the pause.
+    assert!(timeouts >= 2.0, "{s}");
+    let slowest = num(&s["latency_ms"]["max"]);
+    assert!(
+        slowest < 1000.0,
+        "a request waited out the pause: {slowest} ms, {s}"
+    );
 }
 
 #[test]

@@ -199,3 +199,120 @@ fn an_alt_svc_that_offers_http3_is_noted() {
     let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
     assert_eq!(read(&[plain], false).unwrap().h3_offer, None);
 }
+
+/// Polls `poll_whole_response` until it is ready, on pieces where an empty
+/// one stands for a read that finds nothing yet (`Pending`).
+fn poll_whole(
+    reader: &mut ResponseReader,
+    stream: &mut Gappy,
+    head: bool,
+) -> Result<Option<ResponseHead>, RequestError> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for _ in 0..100 {
+        if let Poll::Ready(done) = reader.poll_whole_response(stream, &mut cx, head) {
+            return done;
+        }
+    }
+    panic!("poll_whole_response never became ready");
+}
+
+/// Pieces with gaps: an empty piece makes one read `Pending`.
+struct Gappy(std::collections::VecDeque<Vec<u8>>);
+
+impl AsyncRead for Gappy {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.0.pop_front() {
+            Some(piece) if piece.is_empty() => Poll::Pending,
+            Some(mut piece) => {
+                let n = piece.len().min(buf.remaining());
+                buf.put_slice(&piece[..n]);
+                if n < piece.len() {
+                    self.0.push_front(piece.split_off(n));
+                }
+                Poll::Ready(Ok(()))
+            }
+            None => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+fn gappy(parts: &[&[u8]]) -> Gappy {
+    Gappy(parts.iter().map(|p| p.to_vec()).collect())
+}
+
+#[test]
+fn whole_responses_are_polled_in_order_across_gaps() {
+    let first = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+    let second = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let mut both = first.to_vec();
+    both.extend_from_slice(second);
+    // Gaps inside the head, inside the body and between the two responses.
+    let (a, rest) = both.split_at(10);
+    let (b, rest) = rest.split_at(30);
+    let mut stream = gappy(&[b"", a, b"", b, b"", rest]);
+    let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
+    let one = poll_whole(&mut reader, &mut stream, false).unwrap().unwrap();
+    assert_eq!(one, read(&[first], false).unwrap());
+    let two = poll_whole(&mut reader, &mut stream, false).unwrap().unwrap();
+    assert_eq!(two, read(&[second], false).unwrap());
+    assert!(two.close);
+    assert_eq!(reader.buffered(), b"");
+}
+
+#[test]
+fn responses_the_poll_does_not_take_are_left_for_the_general_read() {
+    let big_body = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: 600\r\n\r\n{}",
+        "x".repeat(600)
+    );
+    let cases: [&[u8]; 4] = [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\n\r\nuntil the end",
+        big_body.as_bytes(),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    for whole in cases {
+        let mut stream = gappy(&[whole]);
+        let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
+        assert_eq!(poll_whole(&mut reader, &mut stream, false).unwrap(), None);
+        // Nothing was consumed: the general read sees the whole response.
+        let head = rt
+            .block_on(reader.read_response(&mut stream, &BodySink::default(), false))
+            .unwrap();
+        assert_eq!(head, read(&[whole], false).unwrap());
+    }
+    // A HEAD response has no body whatever its Content-Length says.
+    let whole = b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n";
+    let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
+    let head = poll_whole(&mut reader, &mut gappy(&[whole]), true)
+        .unwrap()
+        .unwrap();
+    assert_eq!(head, read(&[whole], true).unwrap());
+    assert_eq!(head.bytes, whole.len() as u64);
+}
+
+#[test]
+fn a_close_or_a_bad_head_during_the_poll_is_an_error() {
+    let cases: [(&[u8], &str); 3] = [
+        (b"", "before any response"),
+        (b"HTTP/1.1 200 OK\r\nContent-", "middle of the response head"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel",
+            "middle of the response body",
+        ),
+    ];
+    for (sent, says) in cases {
+        let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
+        let err = poll_whole(&mut reader, &mut gappy(&[sent]), false).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Reset, "{sent:?}");
+        assert!(err.message().contains(says), "{sent:?}: {}", err.message());
+    }
+    let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
+    let err = poll_whole(&mut reader, &mut gappy(&[b"NOT HTTP\r\n\r\n"]), false).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Protocol);
+}

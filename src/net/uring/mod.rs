@@ -510,6 +510,16 @@ impl Inner {
         }
     }
 
+    /// Adds `data` to socket `index`'s queue, sent at the end of the turn.
+    fn queue_send(&mut self, index: usize, data: &[u8]) {
+        let slot = &mut self.slots[index];
+        slot.queued.extend_from_slice(data);
+        if !slot.listed {
+            slot.listed = true;
+            self.to_send.push(index);
+        }
+    }
+
     fn arm_receive(&mut self, index: usize) {
         let slot = &mut self.slots[index];
         let Some(fd) = &slot.fd else { return };
@@ -750,10 +760,24 @@ impl AsyncRead for RingSocket {
     }
 }
 
+impl RingSocket {
+    /// Queues all of `data` for the end of the turn, or none of it: `false`
+    /// when an earlier send failed or the queue lacks room, so a caller can
+    /// take the general write path with nothing sent.
+    pub fn queue_whole(&mut self, data: &[u8]) -> bool {
+        let mut inner = self.ring.inner.borrow_mut();
+        let slot = &inner.slots[self.index];
+        if slot.broken.is_some() || SEND_QUEUE.saturating_sub(slot.queued.len()) < data.len() {
+            return false;
+        }
+        inner.queue_send(self.index, data);
+        true
+    }
+}
+
 impl AsyncWrite for RingSocket {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let mut inner = self.ring.inner.borrow_mut();
-        let inner = &mut *inner;
         let slot = &mut inner.slots[self.index];
         if let Some(errno) = slot.broken {
             return Poll::Ready(Err(io::Error::from_raw_os_error(errno)));
@@ -764,11 +788,7 @@ impl AsyncWrite for RingSocket {
             return Poll::Pending;
         }
         let n = data.len().min(room);
-        slot.queued.extend_from_slice(&data[..n]);
-        if !slot.listed {
-            slot.listed = true;
-            inner.to_send.push(self.index);
-        }
+        inner.queue_send(self.index, &data[..n]);
         Poll::Ready(Ok(n))
     }
 
