@@ -54,10 +54,15 @@ fn split(data: &[u8]) -> (usize, &[u8]) {
 
 /// HTTP/1.1 responses, read one after another from one connection (as
 /// pipelining does) until the input ends or fails to parse; every fourth
-/// read size answers a HEAD request.
+/// read size answers a HEAD request. Where volley's head scanner takes the
+/// input's first head, httparse must read it the same way.
 pub fn http1_responses(data: &[u8]) {
     let (piece, rest) = split(data);
     let head_request = piece % 4 == 0;
+    assert!(
+        crate::http1::response::scanner_agrees_with_httparse(rest, head_request),
+        "volley's head scanner and httparse read a head differently"
+    );
     let mut stream = Pieces { rest, piece };
     let mut reader = ResponseReader::default();
     let sink = BodySink::default();

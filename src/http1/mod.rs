@@ -9,6 +9,7 @@
 //! buffer keeps any bytes past one response, so pipelining needs no copy.
 
 pub mod body;
+pub mod head;
 pub mod request;
 pub mod response;
 

@@ -15,6 +15,7 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 use super::body::BodyDest;
+use super::head;
 use crate::response::{BodySink, Capture, ResponseHead};
 
 /// Start size of a connection's buffer: a typical head and a small body
@@ -27,9 +28,6 @@ const INITIAL_BUFFER: usize = 2 * 1024;
 pub const SMALL_BUFFER: usize = 512;
 /// A response head larger than this is treated as a protocol error.
 const MAX_HEAD: usize = 256 * 1024;
-/// Header slots on the stack, enough for typical responses; a response with
-/// more is parsed again with [`MAX_HEADERS`] slots on the heap (rare path).
-const STACK_HEADERS: usize = 32;
 const MAX_HEADERS: usize = 256;
 /// A response read yields to the runtime after this many reads that found
 /// bytes waiting: a server that sends faster than volley parses (endless
@@ -39,7 +37,7 @@ const MAX_HEADERS: usize = 256;
 const YIELD_READS: u32 = 32;
 
 /// How the end of a body is found (RFC 9112 section 6.3).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Framing {
     Empty,
     Length(u64),
@@ -421,9 +419,19 @@ impl ResponseReader {
     }
 }
 
-/// Parses a complete head, or returns `None` when more bytes are needed.
+/// Parses a complete head, or returns `None` when more bytes are needed:
+/// the usual head by volley's own scanner, any other by httparse.
 fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, RequestError> {
-    let mut slots = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut fields = Fields::default();
+    match head::scan(buf, |name, value| fields.add(name, value)) {
+        Some(line) => fields.conclude(line, head_request).map(Some),
+        None => parse_head_generally(buf, head_request),
+    }
+}
+
+/// [`parse_head`] by httparse alone.
+fn parse_head_generally(buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, RequestError> {
+    let mut slots = [httparse::EMPTY_HEADER; head::MOST_FIELDS];
     match parse_with(buf, &mut slots, head_request) {
         Err(httparse::Error::TooManyHeaders) => {
             let mut slots = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -437,9 +445,43 @@ fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, Requ
     }
 }
 
+/// Whether volley's scanner and httparse read `buf` the same way, for the
+/// tests and the fuzz target: where the scanner takes a head, httparse
+/// must take it too and conclude the same.
+pub fn scanner_agrees_with_httparse(buf: &[u8], head_request: bool) -> bool {
+    let mut fields = Fields::default();
+    let mut seen = Vec::new();
+    let Some(line) = head::scan(buf, |name, value| {
+        fields.add(name, value);
+        seen.push((name.to_vec(), value.to_vec()));
+    }) else {
+        return true;
+    };
+    let mut slots = [httparse::EMPTY_HEADER; head::MOST_FIELDS];
+    let mut response = httparse::Response::new(&mut slots);
+    if response.parse(buf) != Ok(httparse::Status::Complete(line.len)) {
+        return false;
+    }
+    let same_fields = response.headers.len() == seen.len()
+        && (response.headers.iter().zip(&seen))
+            .all(|(h, (name, value))| h.name.as_bytes() == name && h.value == value);
+    let same_line = response.code == Some(line.status) && response.version == Some(u8::from(!line.http10));
+    if !(same_fields && same_line) {
+        return false;
+    }
+    let scanned = fields.conclude(line, head_request);
+    let general = parse_head_generally(buf, head_request);
+    match (scanned, general) {
+        (Ok(a), Ok(Some(b))) => a == b,
+        (Err(a), Err(b)) => a.kind == b.kind && a.message() == b.message(),
+        _ => false,
+    }
+}
+
 /// What a response head says: its length, status, how its body ends,
 /// whether the connection closes after it, and any HTTP/3 its `Alt-Svc`
 /// offers.
+#[derive(Debug, PartialEq)]
 struct ParsedHead {
     len: usize,
     status: u16,
@@ -460,76 +502,110 @@ fn parse_with<'b>(
         httparse::Status::Complete(n) => n,
         httparse::Status::Partial => return Ok(Ok(None)),
     };
-    Ok(interpret(head_len, &response, head_request))
+    let mut fields = Fields::default();
+    for header in response.headers.iter() {
+        fields.add(header.name.as_bytes(), header.value);
+    }
+    let line = head::StatusLine {
+        len: head_len,
+        http10: response.version == Some(0),
+        status: response.code.unwrap_or(0),
+    };
+    Ok(fields.conclude(line, head_request).map(Some))
 }
 
-/// Reads status, framing and connection handling from a parsed head.
-fn interpret(
-    head_len: usize,
-    response: &httparse::Response<'_, '_>,
-    head_request: bool,
-) -> Result<Option<ParsedHead>, RequestError> {
-    let status = response.code.unwrap_or(0);
-    let mut close = response.version == Some(0);
-    let mut length: Option<u64> = None;
-    let mut chunked = false;
-    let mut h3_offer = None;
-    for header in response.headers.iter() {
-        let name = header.name;
-        if name.eq_ignore_ascii_case("content-length") {
-            // Digits only (RFC 9112 section 6.3): Rust's parser would also
-            // take a sign, `+2`.
-            let value = std::str::from_utf8(header.value)
-                .ok()
-                .map(str::trim)
-                .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|v| v.parse::<u64>().ok())
-                .ok_or_else(|| RequestError::protocol("invalid Content-Length"))?;
-            if length.is_some_and(|l| l != value) {
-                return Err(RequestError::protocol("conflicting Content-Length headers"));
-            }
-            length = Some(value);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = header
-                .value
-                .rsplit(|b| *b == b',')
-                .next()
-                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        } else if name.eq_ignore_ascii_case("connection") {
-            for token in header.value.split(|b| *b == b',') {
-                let token = token.trim_ascii();
-                if token.eq_ignore_ascii_case(b"close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    close = false;
+/// What a head's fields say about framing and the connection, gathered
+/// field by field (from either parser); the first bad field is the error.
+#[derive(Default)]
+struct Fields {
+    length: Option<u64>,
+    chunked: bool,
+    /// The last `close` or `keep-alive` in a `Connection` field: `true`
+    /// for close.
+    close: Option<bool>,
+    h3_offer: Option<u16>,
+    error: Option<RequestError>,
+}
+
+impl Fields {
+    fn add(&mut self, name: &[u8], value: &[u8]) {
+        if self.error.is_some() {
+            return;
+        }
+        // By length first: most fields are none of these four.
+        match name.len() {
+            14 if head::is_name(name, b"content-length") => {
+                if let Err(err) = self.add_length(value) {
+                    self.error = Some(err);
                 }
             }
-        } else if name.eq_ignore_ascii_case("alt-svc") {
-            // One more name compared per field: the loop runs anyway.
-            h3_offer = h3_offer.or_else(|| crate::response::h3_offer(header.value));
+            17 if head::is_name(name, b"transfer-encoding") => {
+                self.chunked = value
+                    .rsplit(|b| *b == b',')
+                    .next()
+                    .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            }
+            10 if head::is_name(name, b"connection") => {
+                for token in value.split(|b| *b == b',') {
+                    let token = token.trim_ascii();
+                    if token.eq_ignore_ascii_case(b"close") {
+                        self.close = Some(true);
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        self.close = Some(false);
+                    }
+                }
+            }
+            7 if head::is_name(name, b"alt-svc") => {
+                self.h3_offer = self.h3_offer.or_else(|| crate::response::h3_offer(value));
+            }
+            _ => {}
         }
     }
-    let framing = if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
-        Framing::Empty
-    } else if chunked {
-        Framing::Chunked
-    } else if let Some(n) = length {
-        Framing::Length(n)
-    } else {
-        Framing::UntilClose
-    };
-    Ok(Some(ParsedHead {
-        len: head_len,
-        status,
-        framing,
-        close,
-        h3_offer,
-    }))
+
+    fn add_length(&mut self, value: &[u8]) -> Result<(), RequestError> {
+        // Digits only (RFC 9112 section 6.3): Rust's parser would also
+        // take a sign, `+2`.
+        let value = std::str::from_utf8(value)
+            .ok()
+            .map(str::trim)
+            .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| RequestError::protocol("invalid Content-Length"))?;
+        if self.length.is_some_and(|l| l != value) {
+            return Err(RequestError::protocol("conflicting Content-Length headers"));
+        }
+        self.length = Some(value);
+        Ok(())
+    }
+
+    /// The head's meaning, given its first line.
+    fn conclude(self, line: head::StatusLine, head_request: bool) -> Result<ParsedHead, RequestError> {
+        if let Some(err) = self.error {
+            return Err(err);
+        }
+        let status = line.status;
+        let framing = if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
+            Framing::Empty
+        } else if self.chunked {
+            Framing::Chunked
+        } else if let Some(n) = self.length {
+            Framing::Length(n)
+        } else {
+            Framing::UntilClose
+        };
+        Ok(ParsedHead {
+            len: line.len,
+            status,
+            framing,
+            close: self.close.unwrap_or(line.http10),
+            h3_offer: self.h3_offer,
+        })
+    }
 }
 
 /// Keeps what `capture` wants of a response head's fields.
 fn capture_head(capture: &mut Capture, head: &[u8]) {
-    let mut slots = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut slots = [httparse::EMPTY_HEADER; head::MOST_FIELDS];
     let mut many;
     let mut response = httparse::Response::new(&mut slots);
     if let Err(httparse::Error::TooManyHeaders) = response.parse(head) {

@@ -316,3 +316,62 @@ fn a_close_or_a_bad_head_during_the_poll_is_an_error() {
     let err = poll_whole(&mut reader, &mut gappy(&[b"NOT HTTP\r\n\r\n"]), false).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Protocol);
 }
+
+/// Heads servers send, and some they should not, as seeds for mutation.
+const SEED_HEADS: [&[u8]; 8] = [
+    b"HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Thu, 26 Nov 2026 23:00:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\n",
+    b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\nConnection: Keep-Alive, x\r\n\r\n",
+    b"HTTP/1.1 204 No Content\r\nContent-Length: 12\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip , chunked\r\nContent-Length: 3\r\n\r\n",
+    b"HTTP/1.1 101\r\nConnection: upgrade\r\n\r\n",
+    b"HTTP/1.1 200 \xe9t\xe9\r\nContent-Length: +2\r\nX:\t\r\nAlt-Svc: h3=\":4433\"; ma=60\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\nCONTENT-LENGTH: 8\r\nconnection: close\r\n\r\n",
+    b"HTTP/1.1 304 Not Modified\r\nConnection: close, keep-alive\r\nX-Tab:\ta\tb \t\r\n\r\n",
+];
+
+#[test]
+fn the_scanner_reads_every_head_as_httparse_does() {
+    // Every seed, cut at every length, with one byte changed (to each of
+    // the bytes that matter to a head, and one drawn from a fixed
+    // sequence), dropped or doubled at every place, as a response to GET
+    // and to HEAD.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut scanned = 0;
+    for seed in SEED_HEADS {
+        let mut variants: Vec<Vec<u8>> = (0..=seed.len()).map(|n| seed[..n].to_vec()).collect();
+        for at in 0..seed.len() {
+            let random = (next() >> 8) as u8;
+            for byte in [
+                b'\r', b'\n', b' ', b'\t', b':', b',', 0, 0x7f, 0x80, b'a', b'0', random,
+            ] {
+                let mut changed = seed.to_vec();
+                changed[at] = byte;
+                variants.push(changed);
+            }
+            let mut dropped = seed.to_vec();
+            dropped.remove(at);
+            variants.push(dropped);
+            let mut doubled = seed.to_vec();
+            doubled.insert(at, seed[at]);
+            variants.push(doubled);
+        }
+        for bytes in variants {
+            for head_request in [false, true] {
+                assert!(
+                    scanner_agrees_with_httparse(&bytes, head_request),
+                    "{:?}",
+                    String::from_utf8_lossy(&bytes)
+                );
+                scanned += usize::from(head::scan(&bytes, |_, _| {}).is_some());
+            }
+        }
+    }
+    // The comparison means something only if the scanner took many of them.
+    assert!(scanned > 5_000, "the scanner took only {scanned} heads");
+}
