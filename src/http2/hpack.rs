@@ -11,8 +11,11 @@
 //! table on every response, so a new entry with the same name and encoded
 //! value as a recent one is that entry again, shared rather than decoded or
 //! copied. Evicted entries that nothing else shares are kept for their
-//! buffers, so a steady run allocates nothing here. Huffman strings are
-//! decoded by `httlib-huffman`.
+//! buffers, so a steady run allocates nothing here. Once the table holds
+//! nothing but those repeated fields, the same block leaves it as it found
+//! it: such a block sent again byte for byte is answered from memory
+//! ([`Repeat`]) rather than decoded. Huffman strings are decoded by
+//! `httlib-huffman`.
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -42,6 +45,29 @@ struct Entry {
 /// How many of the newest entries a new one is compared with.
 const RECENT: usize = 8;
 
+/// The longest block [`Repeat`] keeps: a usual response head is well under
+/// it (nginx's is 49 bytes), and a hostile server's long blocks cost no
+/// memory kept per connection.
+const REPEAT_MAX: usize = 512;
+
+/// The last block decoded for `:status` alone, and whether decoding it
+/// again would change nothing. Decoding is a function of the table and
+/// the block; a block that, decoded a second time, left the table's
+/// entries (the same shared entries, in the same order) and size limit as
+/// they were would do so every time after, giving the same `:status`, so
+/// the decoder answers it from here until another block comes.
+#[derive(Default)]
+struct Repeat {
+    block: Vec<u8>,
+    /// The block's one `:status` value.
+    status: Vec<u8>,
+    /// Decoding `block` leaves the table as it is now.
+    steady: bool,
+    /// The table's entries before the block's last decode, to tell: held
+    /// for the while, so none is reused as another entry meanwhile.
+    before: Vec<Rc<Entry>>,
+}
+
 /// One connection's decoding state.
 pub struct Decoder {
     /// Newest entry first.
@@ -53,6 +79,7 @@ pub struct Decoder {
     max_size: usize,
     name: Vec<u8>,
     value: Vec<u8>,
+    repeat: Repeat,
 }
 
 impl Default for Decoder {
@@ -64,6 +91,7 @@ impl Default for Decoder {
             max_size: TABLE_SIZE,
             name: Vec::new(),
             value: Vec::new(),
+            repeat: Repeat::default(),
         }
     }
 }
@@ -79,12 +107,67 @@ impl Decoder {
         all: bool,
         mut field: impl FnMut(&[u8], &[u8]),
     ) -> Result<(), HpackError> {
+        let again = !all && self.repeat.block == block;
+        if again && self.repeat.steady {
+            field(STATUS, &self.repeat.status);
+            return Ok(());
+        }
+        if again {
+            self.repeat.before.extend(self.table.iter().cloned());
+        }
+        let size_limit = self.max_size;
         let mut name = std::mem::take(&mut self.name);
         let mut value = std::mem::take(&mut self.value);
-        let result = self.decode_into(block, all, &mut field, &mut name, &mut value);
+        let mut status = std::mem::take(&mut self.repeat.status);
+        let mut statuses = 0;
+        let mut seen = |n: &[u8], v: &[u8]| {
+            if !all {
+                // Unless `all`, only `:status` is handed on.
+                statuses += 1;
+                status.clear();
+                status.extend_from_slice(v);
+            }
+            field(n, v)
+        };
+        let result = self.decode_into(block, all, &mut seen, &mut name, &mut value);
         self.name = name;
         self.value = value;
+        self.repeat.status = status;
+        let usable = result.is_ok() && !all && statuses == 1 && block.len() <= REPEAT_MAX;
+        self.remember(block, usable, again, size_limit);
         result
+    }
+
+    /// Keeps `block` for the next one if it is `usable` (decoded for one
+    /// `:status`), and, decoded `again`, whether it left the table as it
+    /// was before ([`Repeat::before`], and the size limit `size_limit`).
+    fn remember(&mut self, block: &[u8], usable: bool, again: bool, size_limit: usize) {
+        let repeat = &mut self.repeat;
+        repeat.steady = usable
+            && again
+            && self.max_size == size_limit
+            && self.table.len() == repeat.before.len()
+            && self
+                .table
+                .iter()
+                .zip(&repeat.before)
+                .all(|(a, b)| Rc::ptr_eq(a, b));
+        if !again {
+            repeat.block.clear();
+            if usable {
+                repeat.block.extend_from_slice(block);
+            }
+        }
+        let mut before = std::mem::take(&mut repeat.before);
+        for entry in before.drain(..) {
+            self.recycle(entry);
+        }
+        self.repeat.before = before;
+    }
+
+    /// The dynamic table's fields, newest first.
+    pub(crate) fn table_fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.table.iter().map(|e| (&e.name[..], &e.value[..]))
     }
 
     fn decode_into(
@@ -515,6 +598,128 @@ mod tests {
         assert_eq!(decoder.table[0].name, b"x-y");
         assert!(decoder.spare.iter().all(|e| Rc::strong_count(e) == 1));
         assert_eq!(decoder.spare.len(), 1, "only the date entry was free to keep");
+    }
+
+    /// The table as name and value pairs, newest first.
+    fn table_of(decoder: &Decoder) -> Vec<(Vec<u8>, Vec<u8>)> {
+        decoder
+            .table
+            .iter()
+            .map(|e| (e.name.clone(), e.value.clone()))
+            .collect()
+    }
+
+    /// The `:status` values a block gives, decoding only them.
+    fn statuses_of(decoder: &mut Decoder, block: &[u8]) -> Vec<String> {
+        let mut statuses = Vec::new();
+        decoder
+            .decode(block, false, |n, v| {
+                assert_eq!(n, STATUS);
+                statuses.push(String::from_utf8_lossy(v).into_owned());
+            })
+            .unwrap();
+        statuses
+    }
+
+    /// Whether `block` would be answered from memory.
+    fn remembers(decoder: &Decoder, block: &[u8]) -> bool {
+        decoder.repeat.steady && decoder.repeat.block == block
+    }
+
+    /// A literal field added to the table (6.2.1), its name a static index
+    /// (0: the literal name `x-name`) and its value not Huffman-coded.
+    fn put_indexed_literal(block: &mut Vec<u8>, name: usize, value: &[u8]) {
+        block.push(0x40 | name as u8);
+        if name == 0 {
+            block.extend_from_slice(&[6, b'x', b'-', b'n', b'a', b'm', b'e']);
+        }
+        block.push(value.len() as u8);
+        block.extend_from_slice(value);
+    }
+
+    /// nginx's pattern: the same block again and again. Once the table is
+    /// full of its entries the block is answered from memory, and the
+    /// table stays what decoding every block whole makes it; a new date
+    /// decodes again.
+    #[test]
+    fn a_repeated_block_is_answered_from_memory_once_steady() {
+        let block_at = |second: u8| {
+            let mut block = vec![0x88];
+            put_indexed_literal(&mut block, 54, b"nginx/1.22.1");
+            put_indexed_literal(&mut block, 33, &[b'0' + second % 10; 29]);
+            put_indexed_literal(&mut block, 31, b"text/plain");
+            put_indexed_literal(&mut block, 28, b"5");
+            block
+        };
+        let mut memo = Decoder::default();
+        let mut whole = Decoder::default();
+        for second in 0..3u8 {
+            let block = block_at(second);
+            for round in 0..40 {
+                assert_eq!(
+                    remembers(&memo, &block),
+                    round >= 20,
+                    "second {second} round {round}"
+                );
+                assert_eq!(statuses_of(&mut memo, &block), ["200"]);
+                decode_all(&mut whole, &block);
+                assert_eq!(table_of(&memo), table_of(&whole), "second {second} round {round}");
+                assert_eq!(memo.size, whole.size);
+            }
+        }
+    }
+
+    /// Blocks repeated and changed at random, some with size updates,
+    /// decoded for `:status` alone and decoded whole: the same status and
+    /// the same table after every block, with many answered from memory.
+    #[test]
+    fn answering_from_memory_changes_nothing() {
+        let mut seed = 0x2545_f491_u64;
+        let mut next = move |below: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % below
+        };
+        let mut memo = Decoder::default();
+        let mut whole = Decoder::default();
+        let mut block = Vec::new();
+        let mut remembered = 0;
+        for round in 0..20_000 {
+            if round == 0 || next(12) == 0 {
+                block.clear();
+                match next(6) {
+                    0 => block.extend_from_slice(&[0x3f, 0xe1, 0x1f]), // 4,096
+                    1 => block.extend_from_slice(&[0x3f, 0x8d, 0x02]), // 300
+                    _ => {}
+                }
+                // Mostly one status; now and then none or two.
+                for _ in 0..[1, 1, 1, 1, 0, 2][next(6)] {
+                    block.push(0x88 + next(7) as u8);
+                }
+                for _ in 0..next(5) {
+                    let name = [54, 33, 31, 28, 0][next(5)];
+                    let value = vec![b'a' + next(3) as u8; next(90)];
+                    put_indexed_literal(&mut block, name, &value);
+                }
+            }
+            remembered += remembers(&memo, &block) as usize;
+            let statuses = statuses_of(&mut memo, &block);
+            let fields = decode_all(&mut whole, &block);
+            let expected: Vec<&String> = fields
+                .iter()
+                .filter(|(n, _)| n == ":status")
+                .map(|(_, v)| v)
+                .collect();
+            assert_eq!(statuses.iter().collect::<Vec<_>>(), expected, "round {round}");
+            assert_eq!(table_of(&memo), table_of(&whole), "round {round}");
+            assert_eq!(
+                (memo.size, memo.max_size),
+                (whole.size, whole.max_size),
+                "round {round}"
+            );
+        }
+        assert!(remembered > 5_000, "{remembered} blocks answered from memory");
     }
 
     #[test]
