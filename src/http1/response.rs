@@ -563,13 +563,18 @@ impl Fields {
     }
 
     fn add_length(&mut self, value: &[u8]) -> Result<(), RequestError> {
-        // Digits only (RFC 9112 section 6.3): Rust's parser would also
-        // take a sign, `+2`.
-        let value = std::str::from_utf8(value)
-            .ok()
-            .map(str::trim)
-            .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|v| v.parse::<u64>().ok())
+        // Digits only (RFC 9112 section 6.3), read here rather than by
+        // Rust's parser, which would also take a sign (`+2`), and once per
+        // response.
+        let digits = value.trim_ascii();
+        let value = (!digits.is_empty())
+            .then_some(digits)
+            .and_then(|digits| {
+                digits.iter().try_fold(0u64, |n, &d| {
+                    let digit = d.checked_sub(b'0').filter(|d| *d < 10)?;
+                    n.checked_mul(10)?.checked_add(u64::from(digit))
+                })
+            })
             .ok_or_else(|| RequestError::protocol("invalid Content-Length"))?;
         if self.length.is_some_and(|l| l != value) {
             return Err(RequestError::protocol("conflicting Content-Length headers"));
