@@ -145,8 +145,7 @@ impl Driver {
         deadline: Instant,
         mut answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
-        self.armed_until = deadline;
-        self.registered = false;
+        self.timer_set_to(deadline);
         let mut timer = Timer::at(self.timeout.as_mut(), deadline, ctx);
         let lane = match &mut self.way {
             Way::H1(h1) => return h1.round_trip(ctx, outgoing, timer, answered).await,
@@ -232,10 +231,16 @@ impl Driver {
         // one's. Past it, it is set again now.
         if now >= self.armed_until {
             self.timeout.as_mut().reset(deadline);
-            self.armed_until = deadline;
-            self.registered = false;
+            self.timer_set_to(deadline);
         }
         true
+    }
+
+    /// Notes that the loop's timer is (about to be) set to `deadline` and
+    /// that no task has polled it since.
+    fn timer_set_to(&mut self, deadline: Instant) {
+        self.armed_until = deadline;
+        self.registered = false;
     }
 
     /// A new task polls the fast path (a new phase, or after a yield):
@@ -300,8 +305,7 @@ impl Driver {
         deadline: Instant,
         answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
-        self.armed_until = deadline;
-        self.registered = false;
+        self.timer_set_to(deadline);
         let timer = Timer::at(self.timeout.as_mut(), deadline, ctx);
         let Way::H1(h1) = &mut self.way else {
             unreachable!("lean_send queued on an HTTP/1.1 connection")
