@@ -7,8 +7,8 @@
 //! everything else, but for the few hundred bytes of a typical head it and
 //! its header array took about half of the user-space instructions of a
 //! kept-alive HTTP/1.1 request (some 2,000 of 4,200, counted by valgrind).
-//! This scanner reads the head once, finds each line's end eight bytes at a
-//! time, and hands each field straight to its caller.
+//! This scanner reads the head once, finds each line's end sixteen bytes
+//! at a time, and hands each field straight to its caller.
 //!
 //! It accepts only heads that httparse accepts, reading them the same way
 //! (the same status, the same field names and values, trailing blanks
@@ -153,9 +153,44 @@ fn line_end(buf: &[u8], from: usize) -> Option<usize> {
 }
 
 /// The first byte of `bytes` that is a control character (below 0x20, or
-/// 0x7f), eight bytes at a time: the bytes of a line are mostly visible
-/// text and a line end is the first control but for tabs.
+/// 0x7f): the bytes of a line are mostly visible text and a line end is
+/// the first control but for tabs. Sixteen bytes at a time with SSE2 (which
+/// every x86-64 processor has), then eight at a time.
 fn first_control(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    #[cfg(target_arch = "x86_64")]
+    while let Some(chunk) = bytes.get(at..at + 16) {
+        let marks = control_marks(chunk.try_into().expect("sixteen bytes"));
+        if marks != 0 {
+            return Some(at + marks.trailing_zeros() as usize);
+        }
+        at += 16;
+    }
+    first_control_by_words(&bytes[at..]).map(|i| at + i)
+}
+
+/// A bit for each byte of `chunk` that is a control character, the first
+/// byte's lowest.
+#[cfg(target_arch = "x86_64")]
+fn control_marks(chunk: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    // SAFETY: SSE2 is part of x86-64 itself, so every x86-64 processor
+    // runs these; the load reads the sixteen bytes of `chunk` and needs no
+    // alignment.
+    unsafe {
+        let v = _mm_loadu_si128(chunk.as_ptr().cast());
+        // The unsigned minimum with 0x1f is the byte itself exactly when
+        // it is below 0x20.
+        let below_space = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+        let del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f));
+        _mm_movemask_epi8(_mm_or_si128(below_space, del)) as u32
+    }
+}
+
+/// [`first_control`] eight bytes at a time.
+fn first_control_by_words(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     let mut chunks = bytes.chunks_exact(8);
@@ -269,18 +304,23 @@ mod tests {
 
     #[test]
     fn controls_are_found_at_every_offset() {
-        for len in 0..40 {
-            for at in 0..len {
-                for control in [b'\r', b'\t', 0x00, 0x1f, 0x7f] {
-                    let mut bytes = vec![b'a'; len];
-                    // Bytes that a borrow could wrongly mark lie above it.
-                    bytes.iter_mut().skip(at + 1).for_each(|b| *b = 0x80);
-                    bytes[at] = control;
-                    assert_eq!(first_control(&bytes), Some(at), "{len} {at} {control}");
+        // Visible bytes at the edges of the control ranges, and bytes above
+        // 0x7f (negative to a signed comparison).
+        let visible = [b' ', b'~', 0x80, 0xff, b'a', 0x21, 0x7e, 0x9f];
+        for find in [first_control, first_control_by_words] {
+            for len in 0..56 {
+                for at in 0..len {
+                    for control in [b'\r', b'\t', 0x00, 0x1f, 0x7f] {
+                        let mut bytes: Vec<u8> = (0..len).map(|i| visible[i % visible.len()]).collect();
+                        // Bytes that a borrow could wrongly mark lie above it.
+                        bytes.iter_mut().skip(at + 1).for_each(|b| *b = 0x80);
+                        bytes[at] = control;
+                        assert_eq!(find(&bytes), Some(at), "{len} {at} {control}");
+                    }
                 }
+                let line: Vec<u8> = (0..len).map(|i| visible[(i * 3) % visible.len()]).collect();
+                assert_eq!(find(&line), None);
             }
-            let visible: Vec<u8> = (0..len).map(|i| [b' ', b'~', 0x80, 0xff][i % 4]).collect();
-            assert_eq!(first_control(&visible), None);
         }
     }
 }
