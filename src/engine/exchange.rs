@@ -8,6 +8,7 @@
 
 use super::Shared;
 use super::feed::Ticket;
+use crate::http1::response::KnownHead;
 use crate::http2::{Home, Lane, Outbox};
 use crate::http3;
 use crate::net::Connector;
@@ -36,8 +37,9 @@ pub struct WorkerCtx {
 
 /// What a worker's loops share, per protocol.
 pub enum Lanes {
-    /// Each loop owns its connection: nothing.
-    Http1,
+    /// Each loop owns its connection; the loops share the last response
+    /// head read.
+    Http1(KnownHead),
     Http2 {
         /// The connection group new loops join until it is full.
         home: RefCell<Option<Rc<Home>>>,
@@ -57,7 +59,7 @@ impl Lanes {
     /// The shared parts of the run's protocol.
     pub fn of(shared: &Shared, ring: Option<&Rc<Ring>>) -> Lanes {
         match &shared.prepared {
-            super::Prepared::Http1(_) => Lanes::Http1,
+            super::Prepared::Http1(_) => Lanes::Http1(KnownHead::default()),
             super::Prepared::Http2(_) => Lanes::Http2 {
                 home: RefCell::new(None),
                 outbox: Rc::new(outbox_for(shared)),
@@ -130,7 +132,7 @@ impl WorkerCtx {
     pub(super) fn flush_frames(&self, cx: &mut std::task::Context<'_>) {
         match &self.lanes {
             Lanes::Http2 { outbox, .. } | Lanes::Http3 { outbox, .. } => outbox.flush(cx),
-            Lanes::Http1 => {}
+            Lanes::Http1(_) => {}
         }
     }
 }

@@ -10,6 +10,7 @@
 //! are read into the worker's one shared [`BodySink`] and dropped.
 
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use std::cell::RefCell;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
@@ -235,15 +236,16 @@ impl ResponseReader {
     /// because the request loop's HTTP/1.1 fast path polls it directly:
     /// the nested futures of the general path spread one connection's
     /// state over many cache lines, which at thousands of connections cost
-    /// more than the parsing itself.
+    /// more than the parsing itself. `known` is the worker's last head.
     pub fn poll_whole_response<S: AsyncRead + Unpin>(
         &mut self,
         stream: &mut S,
         cx: &mut Context<'_>,
         head_request: bool,
+        known: &KnownHead,
     ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
         loop {
-            let parsed = parse_head(self.buffered(), head_request)?;
+            let parsed = known.parse(self.buffered(), head_request)?;
             if let Some(parsed) = &parsed {
                 let body = match parsed.framing {
                     Framing::Empty => 0,
@@ -422,10 +424,56 @@ impl ResponseReader {
 /// Parses a complete head, or returns `None` when more bytes are needed:
 /// the usual head by volley's own scanner, any other by httparse.
 fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, RequestError> {
-    let mut fields = Fields::default();
-    match head::scan(buf, |name, value| fields.add(name, value)) {
-        Some(line) => fields.conclude(line, head_request).map(Some),
+    match scan_head(buf, head_request) {
+        Some(scanned) => scanned.map(Some),
         None => parse_head_generally(buf, head_request),
+    }
+}
+
+/// [`parse_head`] by volley's scanner alone: `None` where it declines.
+fn scan_head(buf: &[u8], head_request: bool) -> Option<Result<ParsedHead, RequestError>> {
+    let mut fields = Fields::default();
+    let line = head::scan(buf, |name, value| fields.add(name, value))?;
+    Some(fields.conclude(line, head_request))
+}
+
+/// The longest head a [`KnownHead`] keeps.
+const KNOWN_MAX: usize = 1024;
+
+/// The last head the scanner read (its bytes, for a HEAD request or not)
+/// and what it said. A server answers the same request with the same head
+/// again and again (nginx's changes once a second, with its `Date`), on
+/// every connection, so a worker keeps one: a response that begins with
+/// those bytes has that head, since a head ends at its first blank line
+/// and the scanner reads nothing past it, and reading it is one comparison.
+#[derive(Default)]
+pub struct KnownHead {
+    last: RefCell<Option<(Vec<u8>, bool, ParsedHead)>>,
+}
+
+impl KnownHead {
+    /// [`parse_head`], answered from the last head when `buf` begins with it.
+    fn parse(&self, buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, RequestError> {
+        let mut last = self.last.borrow_mut();
+        if let Some((bytes, was_head, parsed)) = &*last
+            && *was_head == head_request
+            && buf.starts_with(bytes)
+        {
+            return Ok(Some(*parsed));
+        }
+        match scan_head(buf, head_request) {
+            Some(Ok(parsed)) => {
+                if parsed.len <= KNOWN_MAX {
+                    let (bytes, was_head, known) = last.get_or_insert_with(|| (Vec::new(), false, parsed));
+                    bytes.clear();
+                    bytes.extend_from_slice(&buf[..parsed.len]);
+                    (*was_head, *known) = (head_request, parsed);
+                }
+                Ok(Some(parsed))
+            }
+            Some(Err(err)) => Err(err),
+            None => parse_head_generally(buf, head_request),
+        }
     }
 }
 
@@ -481,7 +529,7 @@ pub fn scanner_agrees_with_httparse(buf: &[u8], head_request: bool) -> bool {
 /// What a response head says: its length, status, how its body ends,
 /// whether the connection closes after it, and any HTTP/3 its `Alt-Svc`
 /// offers.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct ParsedHead {
     len: usize,
     status: u16,

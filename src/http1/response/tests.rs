@@ -231,13 +231,14 @@ fn an_alt_svc_that_offers_http3_is_noted() {
 /// Polls `poll_whole_response` until it is ready, on pieces where an empty
 /// one stands for a read that finds nothing yet (`Pending`).
 fn poll_whole(
+    known: &KnownHead,
     reader: &mut ResponseReader,
     stream: &mut Gappy,
     head: bool,
 ) -> Result<Option<ResponseHead>, RequestError> {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     for _ in 0..100 {
-        if let Poll::Ready(done) = reader.poll_whole_response(stream, &mut cx, head) {
+        if let Poll::Ready(done) = reader.poll_whole_response(stream, &mut cx, head, known) {
             return done;
         }
     }
@@ -283,12 +284,54 @@ fn whole_responses_are_polled_in_order_across_gaps() {
     let (b, rest) = rest.split_at(30);
     let mut stream = gappy(&[b"", a, b"", b, b"", rest]);
     let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
-    let one = poll_whole(&mut reader, &mut stream, false).unwrap().unwrap();
+    let known = KnownHead::default();
+    let one = poll_whole(&known, &mut reader, &mut stream, false)
+        .unwrap()
+        .unwrap();
     assert_eq!(one, read(&[first], false).unwrap());
-    let two = poll_whole(&mut reader, &mut stream, false).unwrap().unwrap();
+    let two = poll_whole(&known, &mut reader, &mut stream, false)
+        .unwrap()
+        .unwrap();
     assert_eq!(two, read(&[second], false).unwrap());
     assert!(two.close);
     assert_eq!(reader.buffered(), b"");
+}
+
+/// The worker's last head answers a response that begins with its bytes,
+/// for the same kind of request, and no other.
+#[test]
+fn a_known_head_answers_only_the_same_head() {
+    let get = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc";
+    let head_len = get.len() - 3;
+    // The same head for a HEAD request (no body), then heads that begin
+    // as the known one does but go on otherwise.
+    let cases: [(&[u8], bool); 6] = [
+        (get, false),
+        (get, false),
+        (&get[..head_len], true),
+        (get, false),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
+            false,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n012345678901234567890123456789",
+            false,
+        ),
+    ];
+    let known = KnownHead::default();
+    let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
+    for (i, (whole, is_head)) in cases.into_iter().enumerate() {
+        let mut stream = gappy(&[whole]);
+        let head = poll_whole(&known, &mut reader, &mut stream, is_head)
+            .unwrap()
+            .unwrap();
+        assert_eq!(head, read(&[whole], is_head).unwrap(), "case {i}");
+        let last = known.last.borrow();
+        let (bytes, was_head, _) = last.as_ref().unwrap();
+        let head_end = whole.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        assert_eq!((&bytes[..], *was_head), (&whole[..head_end], is_head), "case {i}");
+    }
 }
 
 #[test]
@@ -307,7 +350,10 @@ fn responses_the_poll_does_not_take_are_left_for_the_general_read() {
     for whole in cases {
         let mut stream = gappy(&[whole]);
         let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
-        assert_eq!(poll_whole(&mut reader, &mut stream, false).unwrap(), None);
+        assert_eq!(
+            poll_whole(&KnownHead::default(), &mut reader, &mut stream, false).unwrap(),
+            None
+        );
         // Nothing was consumed: the general read sees the whole response.
         let head = rt
             .block_on(reader.read_response(&mut stream, &BodySink::default(), false))
@@ -317,7 +363,7 @@ fn responses_the_poll_does_not_take_are_left_for_the_general_read() {
     // A HEAD response has no body whatever its Content-Length says.
     let whole = b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n";
     let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
-    let head = poll_whole(&mut reader, &mut gappy(&[whole]), true)
+    let head = poll_whole(&KnownHead::default(), &mut reader, &mut gappy(&[whole]), true)
         .unwrap()
         .unwrap();
     assert_eq!(head, read(&[whole], true).unwrap());
@@ -336,12 +382,18 @@ fn a_close_or_a_bad_head_during_the_poll_is_an_error() {
     ];
     for (sent, says) in cases {
         let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
-        let err = poll_whole(&mut reader, &mut gappy(&[sent]), false).unwrap_err();
+        let err = poll_whole(&KnownHead::default(), &mut reader, &mut gappy(&[sent]), false).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Reset, "{sent:?}");
         assert!(err.message().contains(says), "{sent:?}: {}", err.message());
     }
     let mut reader = ResponseReader::with_capacity(SMALL_BUFFER);
-    let err = poll_whole(&mut reader, &mut gappy(&[b"NOT HTTP\r\n\r\n"]), false).unwrap_err();
+    let err = poll_whole(
+        &KnownHead::default(),
+        &mut reader,
+        &mut gappy(&[b"NOT HTTP\r\n\r\n"]),
+        false,
+    )
+    .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Protocol);
 }
 
