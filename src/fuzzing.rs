@@ -6,6 +6,7 @@
 //! blow-up is a finding.
 
 use crate::http1::ResponseReader;
+use crate::http1::response::KnownHead;
 use crate::http2::H2Request;
 use crate::net::{Stream, Transport};
 use crate::request::{Fields, Request};
@@ -55,7 +56,9 @@ fn split(data: &[u8]) -> (usize, &[u8]) {
 /// HTTP/1.1 responses, read one after another from one connection (as
 /// pipelining does) until the input ends or fails to parse; every fourth
 /// read size answers a HEAD request. Where volley's head scanner takes the
-/// input's first head, httparse must read it the same way.
+/// input's first head, httparse must read it the same way; and the
+/// responses read with the worker's last head remembered must be those
+/// read without.
 pub fn http1_responses(data: &[u8]) {
     let (piece, rest) = split(data);
     let head_request = piece % 4 == 0;
@@ -63,18 +66,33 @@ pub fn http1_responses(data: &[u8]) {
         crate::http1::response::scanner_agrees_with_httparse(rest, head_request),
         "volley's head scanner and httparse read a head differently"
     );
-    let mut stream = Pieces { rest, piece };
-    let mut reader = ResponseReader::default();
-    let sink = BodySink::default();
-    RUNTIME.with(|rt| {
-        rt.block_on(async {
-            while reader
-                .read_response(&mut stream, &sink, head_request)
-                .await
-                .is_ok()
-            {}
-        })
-    });
+    let read_all = |remember: bool| {
+        let mut stream = Pieces { rest, piece };
+        let mut reader = ResponseReader::default();
+        let (sink, known) = (BodySink::default(), KnownHead::default());
+        let mut heads = Vec::new();
+        RUNTIME.with(|rt| {
+            rt.block_on(async {
+                loop {
+                    let fresh = KnownHead::default();
+                    let known = if remember { &known } else { &fresh };
+                    let read = reader
+                        .read_response(&mut stream, &sink, known, head_request)
+                        .await;
+                    heads.push(read.as_ref().map_err(|e| e.message()).cloned());
+                    if read.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        heads
+    };
+    assert_eq!(
+        read_all(true),
+        read_all(false),
+        "remembering the last head changed a response"
+    );
 }
 
 /// An HTTP/2 connection (two streams, a request with a body) fed the input

@@ -11,7 +11,7 @@
 //! allocates per request.
 
 use super::Prepared;
-use super::exchange::{Lanes, WorkerCtx};
+use super::exchange::WorkerCtx;
 use crate::http1::{self, ResponseReader};
 use crate::http2::Lane;
 use crate::net::Stream;
@@ -269,12 +269,12 @@ impl Driver {
         let Way::H1(h1) = &mut self.way else {
             unreachable!("lean_send queued on an HTTP/1.1 connection")
         };
-        let Lanes::Http1(known) = &ctx.lanes else {
-            unreachable!("HTTP/1.1 connections belong to an HTTP/1.1 run")
-        };
         let socket = &mut h1.socket;
         let stream = socket.stream.as_mut().expect("open since lean_send");
-        let read = match socket.reader.poll_whole_response(stream, cx, is_head, known) {
+        let read = match socket
+            .reader
+            .poll_whole_response(stream, cx, is_head, ctx.known_head())
+        {
             Poll::Pending if self.registered && !*waited => {
                 *waited = true;
                 return Poll::Pending;
@@ -438,9 +438,13 @@ impl H1 {
         let socket = &mut self.socket;
         for done in 0..count {
             let stream = socket.stream.as_mut().expect("connected by connect_and_write");
-            let read = socket
-                .reader
-                .read_response_into(stream, &ctx.sink, is_head, capture.as_deref_mut());
+            let read = socket.reader.read_response_into(
+                stream,
+                &ctx.sink,
+                ctx.known_head(),
+                is_head,
+                capture.as_deref_mut(),
+            );
             let head = match timer.within(read).await {
                 Ok(head) => head,
                 Err(err) => {

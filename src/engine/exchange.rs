@@ -89,6 +89,14 @@ fn outbox_for(shared: &Shared) -> Outbox {
 }
 
 impl WorkerCtx {
+    /// The last HTTP/1.1 response head the worker read.
+    pub(super) fn known_head(&self) -> &KnownHead {
+        let Lanes::Http1(known) = &self.lanes else {
+            unreachable!("HTTP/1.1 responses only in an HTTP/1.1 run")
+        };
+        known
+    }
+
     /// A lane on the newest HTTP/2 connection group, or on a new group.
     pub(super) fn next_lane(&self) -> Lane {
         let Lanes::Http2 { home, outbox } = &self.lanes else {

@@ -168,13 +168,16 @@ impl ResponseReader {
     }
 
     /// Reads one complete response (skipping any 1xx interim responses).
+    /// Bodies go to the worker's `sink`; `known` is its last head.
     pub async fn read_response<S: AsyncRead + Unpin>(
         &mut self,
         stream: &mut S,
         sink: &BodySink,
+        known: &KnownHead,
         head_request: bool,
     ) -> Result<ResponseHead, RequestError> {
-        self.read_response_into(stream, sink, head_request, None).await
+        self.read_response_into(stream, sink, known, head_request, None)
+            .await
     }
 
     /// Reads one response, capturing what `capture` asks for.
@@ -182,6 +185,7 @@ impl ResponseReader {
         &mut self,
         stream: &mut S,
         sink: &BodySink,
+        known: &KnownHead,
         head_request: bool,
         mut capture: Option<&mut Capture>,
     ) -> Result<ResponseHead, RequestError> {
@@ -194,7 +198,7 @@ impl ResponseReader {
                 framing,
                 close,
                 h3_offer,
-            } = self.read_head(stream, head_request).await?;
+            } = self.read_head(stream, known, head_request).await?;
             if let Some(capture) = capture.as_deref_mut() {
                 capture_head(capture, &self.buf[self.start..self.start + head_len]);
             }
@@ -287,10 +291,11 @@ impl ResponseReader {
     async fn read_head<S: AsyncRead + Unpin>(
         &mut self,
         stream: &mut S,
+        known: &KnownHead,
         head_request: bool,
     ) -> Result<ParsedHead, RequestError> {
         loop {
-            if let Some(parsed) = parse_head(self.buffered(), head_request)? {
+            if let Some(parsed) = known.parse(self.buffered(), head_request)? {
                 return Ok(parsed);
             }
             if self.fill(stream).await? == 0 {

@@ -30,7 +30,12 @@ fn pieces(parts: &[&[u8]]) -> Pieces {
 fn read(parts: &[&[u8]], head: bool) -> Result<ResponseHead, RequestError> {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let mut reader = ResponseReader::default();
-    rt.block_on(reader.read_response(&mut pieces(parts), &BodySink::default(), head))
+    rt.block_on(reader.read_response(
+        &mut pieces(parts),
+        &BodySink::default(),
+        &KnownHead::default(),
+        head,
+    ))
 }
 
 #[test]
@@ -95,11 +100,12 @@ fn pipelined_responses_keep_leftover_bytes() {
         b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\naHTTP/1.1 404 NF\r\nContent-Length: 2\r\n\r\nbb",
     ]);
     let sink = BodySink::default();
+    let known = KnownHead::default();
     let first = rt
-        .block_on(reader.read_response(&mut input, &sink, false))
+        .block_on(reader.read_response(&mut input, &sink, &known, false))
         .unwrap();
     let second = rt
-        .block_on(reader.read_response(&mut input, &sink, false))
+        .block_on(reader.read_response(&mut input, &sink, &known, false))
         .unwrap();
     assert_eq!((first.status, second.status), (200, 404));
     assert!(reader.buffered().is_empty());
@@ -114,9 +120,10 @@ fn large_body_goes_through_the_sink_and_stops_at_its_end() {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let mut reader = ResponseReader::default();
     let sink = BodySink::default();
+    let known = KnownHead::default();
     let mut input = pieces(&[&first, next]);
     let head = rt
-        .block_on(reader.read_response(&mut input, &sink, false))
+        .block_on(reader.read_response(&mut input, &sink, &known, false))
         .unwrap();
     assert_eq!(head.bytes, first.len() as u64);
     assert!(
@@ -124,7 +131,7 @@ fn large_body_goes_through_the_sink_and_stops_at_its_end() {
         "the body did not grow the head buffer"
     );
     let head = rt
-        .block_on(reader.read_response(&mut input, &sink, false))
+        .block_on(reader.read_response(&mut input, &sink, &known, false))
         .unwrap();
     assert_eq!(
         head.status, 204,
@@ -144,6 +151,7 @@ fn capture_keeps_headers_body_and_cookies() {
         .block_on(reader.read_response_into(
             &mut pieces(&parts),
             &BodySink::default(),
+            &KnownHead::default(),
             false,
             Some(&mut capture),
         ))
@@ -162,6 +170,7 @@ fn capture_keeps_headers_body_and_cookies() {
     rt.block_on(reader.read_response_into(
         &mut pieces(&[whole]),
         &BodySink::default(),
+        &KnownHead::default(),
         false,
         Some(&mut light),
     ))
@@ -356,7 +365,7 @@ fn responses_the_poll_does_not_take_are_left_for_the_general_read() {
         );
         // Nothing was consumed: the general read sees the whole response.
         let head = rt
-            .block_on(reader.read_response(&mut stream, &BodySink::default(), false))
+            .block_on(reader.read_response(&mut stream, &BodySink::default(), &KnownHead::default(), false))
             .unwrap();
         assert_eq!(head, read(&[whole], false).unwrap());
     }
