@@ -429,6 +429,11 @@ impl ResponseReader {
 /// Parses a complete head, or returns `None` when more bytes are needed:
 /// the usual head by volley's own scanner, any other by httparse.
 fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, RequestError> {
+    if buf.is_empty() {
+        // Saves httparse's setup (and clearing its field slots) when
+        // nothing has come yet.
+        return Ok(None);
+    }
     match scan_head(buf, head_request) {
         Some(scanned) => scanned.map(Some),
         None => parse_head_generally(buf, head_request),
@@ -459,6 +464,11 @@ pub struct KnownHead {
 impl KnownHead {
     /// [`parse_head`], answered from the last head when `buf` begins with it.
     fn parse(&self, buf: &[u8], head_request: bool) -> Result<Option<ParsedHead>, RequestError> {
+        if buf.is_empty() {
+            // Nothing has come yet: the usual case when a response is first
+            // polled right after its request went out.
+            return Ok(None);
+        }
         let mut last = self.last.borrow_mut();
         if let Some((bytes, was_head, parsed)) = &*last
             && *was_head == head_request
