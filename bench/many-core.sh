@@ -8,6 +8,7 @@
 #
 #   bench/many-core.sh
 #   bench/many-core.sh --parts lag --rates 100000 --rounds-lag 3
+#   bench/many-core.sh --parts peers --before /tmp/volley-old
 #   bench/many-core.sh --gen-cores 0-7 --server-cores 8-31 --threads 8 --nginx-workers 24
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -12,7 +12,8 @@ limit. Two parts, each optional:
   with `--coalesce`, shb, h2load), tools alternating within each round; the
   medians of req/s and CPU per request, with volley's ratio to each peer,
   and volley's and shb's CPU per request split into user space and the
-  kernel.
+  kernel. With `--before PATH` an earlier volley build runs beside this one
+  in every round of this part, for a before-and-after measured side by side.
 - lag: `volley run -R RATE -c 600 --max-connections 3000` at each rate of
   `--rates`, at `--interval 1s` (and at 100 ms for the first rate), printing
   the pacer's lag (p50, p99, max), the sends 1 ms or more late and the
@@ -39,10 +40,10 @@ from vs_shb import run_shb
 
 def peers_part(args, url, h2url):
     """Each case's rounds ({tool: [result per round]}), by case label."""
-    def volley(target, conns, secs, cores, streams=None, extra=()):
+    def volley(target, conns, secs, cores, streams=None, extra=(), binary=VOLLEY):
         if streams:
             extra = ["--http2", "--streams", str(streams), *extra]
-        cmd = [str(VOLLEY), "run", "-c", str(conns), "-t", str(args.threads), "-d", f"{secs}s", "--json",
+        cmd = [str(binary), "run", "-c", str(conns), "-t", str(args.threads), "-d", f"{secs}s", "--json",
                *extra, target]
         return volley_figures(cmd, cores, secs + 60)
 
@@ -55,13 +56,18 @@ def peers_part(args, url, h2url):
     def h2load(target, conns, secs, cores, streams=None):
         return run_h2load(target, conns, secs, cores, streams, threads=args.threads, protocol="h2c")
 
+    def volley_before(target, conns, secs, cores, streams=None):
+        return volley(target, conns, secs, cores, streams, binary=args.before)
+
+    # A build to compare with runs beside this one, in every round.
+    before = [("volley before", volley_before)] if args.before else []
     shb = run_shb(True, threads=args.threads)
     cases = {
-        "c300": ("HTTP/1.1, 300 connections", url, 300, None, [("volley", volley), ("shb", shb), ("wrk", wrk)]),
+        "c300": ("HTTP/1.1, 300 connections", url, 300, None, [("volley", volley), *before, ("shb", shb), ("wrk", wrk)]),
         "c4000": ("HTTP/1.1, 4,000 connections", url, 4000, None,
-                  [("volley", volley), ("shb", shb), ("wrk", wrk)]),
+                  [("volley", volley), *before, ("shb", shb), ("wrk", wrk)]),
         "h2c60x10": ("h2c, 60 connections x 10 streams", h2url, 60, 10,
-                     [("volley", volley), ("volley coalesced", volley_coalesced), ("shb", shb),
+                     [("volley", volley), *before, ("volley coalesced", volley_coalesced), ("shb", shb),
                       ("h2load", h2load)]),
     }
     results = []
@@ -85,6 +91,13 @@ def peers_rows(results):
             case.add(f"CPU/request vs {peer}", f"{case.cpu('volley'):.2f} us", f"{case.cpu(peer):.2f} us ({peer})",
                      case.cpu("volley") / case.cpu(peer), "reported")
         case.add_split("volley", "shb", "volley vs shb")
+        if "volley before" in rounds:
+            tool = "volley before"
+            case.add("req/s, this build vs the build before", f"{case.rps('volley'):,.0f}",
+                     f"{case.rps(tool):,.0f} (before)", case.rps("volley") / case.rps(tool), "reported")
+            case.add("CPU/request, this build vs the build before", f"{case.cpu('volley'):.2f} us",
+                     f"{case.cpu(tool):.2f} us (before)", case.cpu("volley") / case.cpu(tool), "reported")
+            case.add_split("volley", tool, "this build vs the build before")
         if "volley coalesced" in rounds:
             tool = "volley coalesced"
             ratio = case.rps(tool) / case.rps("shb")
@@ -137,6 +150,7 @@ def main():
     ap.add_argument("--rounds-lag", type=int, default=2)
     ap.add_argument("--lag-conns", type=int, default=600)
     ap.add_argument("--lag-max-conns", type=int, default=3000)
+    ap.add_argument("--before", help="another volley binary (an earlier build) to run beside this one")
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
     args = ap.parse_args()
     args.rates = [int(r) for r in args.rates.split(",")]
