@@ -32,11 +32,17 @@ impl Budget {
     /// the clock is read once.
     #[inline]
     pub fn take(&self) -> Option<Instant> {
+        self.take_at(None)
+    }
+
+    /// [`Self::take`], with the clock already read at `now` when given.
+    #[inline]
+    fn take_at(&self, now: Option<Instant>) -> Option<Instant> {
         let left = self.remaining.get();
         if left == 0 {
             return None;
         }
-        let now = Instant::now();
+        let now = now.unwrap_or_else(Instant::now);
         if self.deadline.is_some_and(|d| now >= d) {
             return None;
         }
@@ -53,7 +59,15 @@ impl Budget {
     /// send time and how many were granted.
     #[inline]
     pub fn take_batch(&self, max: u32) -> Option<(Instant, u32)> {
-        let now = self.take()?;
+        self.take_batch_at(max, None)
+    }
+
+    /// [`Self::take_batch`], with the clock already read at `now` when
+    /// given: a connection that has just read a response sends its next
+    /// request at once, so the instant it read it at is the send time too.
+    #[inline]
+    pub fn take_batch_at(&self, max: u32, now: Option<Instant>) -> Option<(Instant, u32)> {
+        let now = self.take_at(now)?;
         let extra = u64::from(max.saturating_sub(1)).min(self.remaining.get());
         self.remaining.set(self.remaining.get() - extra);
         Some((now, 1 + extra as u32))
@@ -78,6 +92,27 @@ mod tests {
         let unlimited = Budget::new(None, None);
         assert_eq!(unlimited.take_batch(16).map(|(_, n)| n), Some(16));
         assert_eq!(unlimited.take_batch(1).map(|(_, n)| n), Some(1));
+    }
+
+    #[test]
+    fn a_given_instant_is_the_send_time() {
+        let budget = Budget::new(Some(2), None);
+        let read_before = Instant::now() - Duration::from_millis(5);
+        assert_eq!(budget.take_batch_at(1, Some(read_before)), Some((read_before, 1)));
+        let (now, _) = budget.take_batch_at(1, None).unwrap();
+        assert!(now > read_before, "without one the clock is read");
+        assert_eq!(
+            budget.take_batch_at(1, Some(read_before)),
+            None,
+            "the count still holds"
+        );
+        let ended = Budget::new(None, Some(read_before + Duration::from_millis(1)));
+        assert_eq!(ended.take_batch_at(1, Some(read_before)), Some((read_before, 1)));
+        assert_eq!(
+            ended.take_batch_at(1, None),
+            None,
+            "the deadline is checked at the instant"
+        );
     }
 
     #[test]

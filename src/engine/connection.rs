@@ -114,21 +114,27 @@ pub async fn open_connections(ctx: &WorkerCtx, slots: &mut [LoopSlot], within: s
 async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed: &Feed) -> LoopSlot {
     let driver = slot.driver.get_or_insert_with(|| Driver::new(ctx));
     if lean_h1::applies(ctx, feed) {
-        let general = async |driver: &mut Driver, ticket| send_prepared(ctx, driver, ticket).await;
+        let general = async |driver: &mut Driver, ticket| {
+            send_prepared(ctx, driver, ticket).await;
+        };
         lean_h1::run(ctx, driver, feed, general).await;
         return slot;
     }
     let mut since_yield = 0u32;
-    while let Some(ticket) = feed.next(index).await {
+    let mut answered_at = None;
+    while let Some(ticket) = feed.next(index, answered_at).await {
         since_yield += ticket.count;
         if since_yield >= YIELD_EVERY {
             since_yield = 0;
             tokio::task::yield_now().await;
         }
-        match &ctx.shared.scenario {
-            Some(scenario) => iteration::run(ctx, driver, &mut slot.iteration, ticket, scenario).await,
+        answered_at = match &ctx.shared.scenario {
+            Some(scenario) => {
+                iteration::run(ctx, driver, &mut slot.iteration, ticket, scenario).await;
+                None
+            }
             None => send_prepared(ctx, driver, ticket).await,
-        }
+        };
     }
     slot
 }
@@ -136,8 +142,9 @@ async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed
 /// One round of the run's pre-built request: `ticket.count` requests (a
 /// pipelined round over HTTP/1.1), each response recorded as it comes.
 /// Every response must be complete within the request timeout of the
-/// actual send.
-async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) {
+/// actual send. Returns when the round's last response was read, if every
+/// one was.
+async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) -> Option<Instant> {
     // The closed model's ticket is taken at the moment of sending.
     let sent_at = if ctx.shared.open_model {
         Instant::now()
@@ -150,10 +157,15 @@ async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) {
     }
     let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.transport.timeout);
     let outgoing = Outgoing::Prepared { count: ticket.count };
+    let mut answered_at = None;
     let round = driver.round_trip(ctx, outgoing, deadline, |head| {
-        record_response(ctx, ticket, sent_at, head)
+        answered_at = Some(record_response(ctx, ticket, sent_at, head));
     });
-    if let Err(lost) = round.await {
-        fail(ctx, &lost.err, ticket, sent_at, lost.count);
+    match round.await {
+        Ok(()) => answered_at,
+        Err(lost) => {
+            fail(ctx, &lost.err, ticket, sent_at, lost.count);
+            None
+        }
     }
 }

@@ -145,8 +145,13 @@ impl WorkerCtx {
     }
 }
 
-/// Records one answered request.
-pub(super) fn record_response(ctx: &WorkerCtx, ticket: Ticket, sent_at: Instant, head: ResponseHead) {
+/// Records one answered request, read now; returns the instant read.
+pub(super) fn record_response(
+    ctx: &WorkerCtx,
+    ticket: Ticket,
+    sent_at: Instant,
+    head: ResponseHead,
+) -> Instant {
     let now = Instant::now();
     // A request its connection held back (`--coalesce`, closed model only)
     // was sent when it went out, not when its ticket was taken.
@@ -159,6 +164,7 @@ pub(super) fn record_response(ctx: &WorkerCtx, ticket: Ticket, sent_at: Instant,
     };
     ctx.recorder.borrow_mut().record(&sample);
     ctx.shared.offered_h3(head.h3_offer);
+    now
 }
 
 pub(super) fn micros_between(from: Instant, to: Instant) -> u64 {

@@ -74,10 +74,12 @@ pub enum Feed {
 
 impl Feed {
     /// The next permission to send for connection `index`, or `None` when
-    /// the phase is over.
-    pub async fn next(&self, index: usize) -> Option<Ticket> {
+    /// the phase is over. `answered_at`: when the connection read the
+    /// answer it sends this request after, if it did just now (the closed
+    /// model's send time, with no second read of the clock).
+    pub async fn next(&self, index: usize, answered_at: Option<Instant>) -> Option<Ticket> {
         match self {
-            Feed::Closed(feed) => feed.next(index).await,
+            Feed::Closed(feed) => feed.next(index, answered_at).await,
             Feed::Open(feed) => feed.next().await,
         }
     }
@@ -100,7 +102,7 @@ impl Feed {
 }
 
 impl ClosedFeed {
-    async fn next(&self, index: usize) -> Option<Ticket> {
+    async fn next(&self, index: usize, answered_at: Option<Instant>) -> Option<Ticket> {
         if let Some((ramp, start)) = &self.ramp {
             loop {
                 let now = Instant::now();
@@ -122,7 +124,7 @@ impl ClosedFeed {
                 tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
             }
         }
-        let (intended, count) = self.budget.take_batch(self.pipeline)?;
+        let (intended, count) = self.budget.take_batch_at(self.pipeline, answered_at)?;
         Some(Ticket {
             intended,
             count,

@@ -25,6 +25,7 @@ use super::exchange::{WorkerCtx, fail, record_response};
 use super::feed::{Feed, Ticket, YIELD_EVERY};
 use crate::http1::RequestBytes;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 /// What the run must be for its requests to take the fast path: the
 /// closed model without a connection ramp, the run's own HTTP/1.1 request
@@ -66,6 +67,9 @@ pub(super) struct Rounds<'a> {
     in_flight: Option<Ticket>,
     /// Whether the request in flight has waited for its answer before.
     waited: bool,
+    /// When the last answer was read, if the next request goes out in the
+    /// same poll: the clock read for one is the other's send time.
+    answered_at: Option<Instant>,
     since_yield: u32,
 }
 
@@ -82,6 +86,7 @@ impl<'a> Rounds<'a> {
             request,
             in_flight: None,
             waited: false,
+            answered_at: None,
             since_yield: 0,
         }
     }
@@ -101,8 +106,12 @@ impl<'a> Rounds<'a> {
                         return Poll::Ready(Exit::Yield);
                     }
                     // The closed model's ticket is taken at the moment of
-                    // sending: it is the send time too.
-                    let Some((intended, count)) = closed.budget.take_batch(1) else {
+                    // sending: it is the send time too. Right after an
+                    // answer that moment is when the answer was read (the
+                    // request goes out with the turn's other sends, later
+                    // than either).
+                    let Some((intended, count)) = closed.budget.take_batch_at(1, self.answered_at.take())
+                    else {
                         return Poll::Ready(Exit::Dry);
                     };
                     let ticket = Ticket {
@@ -133,7 +142,9 @@ impl<'a> Rounds<'a> {
             };
             self.in_flight = None;
             match answer {
-                Ok(Some(head)) => record_response(self.ctx, ticket, ticket.intended, head),
+                Ok(Some(head)) => {
+                    self.answered_at = Some(record_response(self.ctx, ticket, ticket.intended, head));
+                }
                 Ok(None) => return Poll::Ready(Exit::Unfinished(ticket)),
                 Err(err) => fail(self.ctx, &err, ticket, ticket.intended, 1),
             }
@@ -169,7 +180,7 @@ pub(super) async fn run(
             Exit::General(ticket) => general(driver, ticket).await,
             Exit::Unfinished(ticket) => {
                 let round = driver.finish_lean(ctx, is_head, deadline(ctx, ticket), |head| {
-                    record_response(ctx, ticket, ticket.intended, head)
+                    record_response(ctx, ticket, ticket.intended, head);
                 });
                 if let Err(lost) = round.await {
                     fail(ctx, &lost.err, ticket, ticket.intended, lost.count);
