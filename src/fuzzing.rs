@@ -93,6 +93,18 @@ pub fn http1_responses(data: &[u8]) {
         read_all(false),
         "remembering the last head changed a response"
     );
+    // Read in place (as from a ring's buffer) only what the fast path's
+    // poll reads whole from its own buffer, and the same way.
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut copying = ResponseReader::default();
+    let copied =
+        match copying.poll_whole_response(&mut &rest[..], &mut cx, head_request, &KnownHead::default()) {
+            std::task::Poll::Ready(Ok(Some(head))) => Some(head),
+            _ => None,
+        };
+    let in_place =
+        ResponseReader::default().whole_response_in_place(rest, head_request, &KnownHead::default());
+    assert_eq!(in_place, copied, "a response read in place differs from its copy");
 }
 
 /// An HTTP/2 connection (two streams, a request with a body) fed the input

@@ -271,10 +271,23 @@ impl Driver {
         };
         let socket = &mut h1.socket;
         let stream = socket.stream.as_mut().expect("open since lean_send");
-        let read = match socket
-            .reader
-            .poll_whole_response(stream, cx, is_head, ctx.known_head())
-        {
+        let known = ctx.known_head();
+        // Read where the kernel put it when it came whole in the ring's
+        // buffer: no copy into the connection's own.
+        let reader = &socket.reader;
+        let in_place = stream.ring_socket().and_then(|ring| {
+            ring.take_in_place(
+                |bytes| match reader.whole_response_in_place(bytes, is_head, known) {
+                    Some(head) => (head.bytes as usize, Some(head)),
+                    None => (0, None),
+                },
+            )
+        });
+        let read = match in_place.flatten() {
+            Some(head) => Poll::Ready(Ok(Some(head))),
+            None => socket.reader.poll_whole_response(stream, cx, is_head, known),
+        };
+        let read = match read {
             Poll::Pending if self.registered && !*waited => {
                 *waited = true;
                 return Poll::Pending;

@@ -249,34 +249,20 @@ impl ResponseReader {
         known: &KnownHead,
     ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
         loop {
-            let parsed = known.parse(self.buffered(), head_request)?;
-            if let Some(parsed) = &parsed {
-                let body = match parsed.framing {
-                    Framing::Empty => 0,
-                    Framing::Length(n) => n,
-                    Framing::Chunked | Framing::UntilClose => return Poll::Ready(Ok(None)),
-                };
-                let whole = parsed.len as u64 + body;
-                if (100..200).contains(&parsed.status) || whole > self.buf.len() as u64 {
-                    return Poll::Ready(Ok(None));
+            let has_head = match self.whole_response(self.buffered(), head_request, known)? {
+                Whole::Response(head) => {
+                    self.start += head.bytes as usize;
+                    return Poll::Ready(Ok(Some(head)));
                 }
-                if whole <= (self.end - self.start) as u64 {
-                    self.start += whole as usize;
-                    return Poll::Ready(Ok(Some(ResponseHead {
-                        status: parsed.status,
-                        bytes: whole,
-                        close: parsed.close,
-                        h3_offer: parsed.h3_offer,
-                        sent_at: None,
-                    })));
-                }
-            }
+                Whole::Other => return Poll::Ready(Ok(None)),
+                Whole::Part { has_head } => has_head,
+            };
             self.make_room()?;
             let mut room = ReadBuf::new(&mut self.buf[self.end..]);
             ready!(Pin::new(&mut *stream).poll_read(cx, &mut room)).map_err(RequestError::from_io)?;
             let n = room.filled().len();
             if n == 0 {
-                return Poll::Ready(Err(if parsed.is_some() {
+                return Poll::Ready(Err(if has_head {
                     closed_early("connection closed in the middle of the response body")
                 } else if self.start == self.end {
                     closed_early("connection closed by the server before any response")
@@ -286,6 +272,61 @@ impl ResponseReader {
             }
             self.end += n;
         }
+    }
+
+    /// The response at the start of `bytes`, received but not yet in this
+    /// reader's buffer (a ring's own buffer), read where it is: `Some` with
+    /// its head (`bytes` says how many to consume) when [`Self::
+    /// poll_whole_response`] would read it from there whole, `None` for
+    /// anything else (part of a response, one that it hands on, a bad one),
+    /// to be copied in and read as usual. Only while this reader holds
+    /// nothing: a response does not begin in the middle of one.
+    pub fn whole_response_in_place(
+        &self,
+        bytes: &[u8],
+        head_request: bool,
+        known: &KnownHead,
+    ) -> Option<ResponseHead> {
+        if !self.buffered().is_empty() {
+            return None;
+        }
+        match self.whole_response(bytes, head_request, known) {
+            Ok(Whole::Response(head)) => Some(head),
+            _ => None,
+        }
+    }
+
+    /// Whether `buf` begins with a response [`Self::poll_whole_response`]
+    /// reads: final, with a body of known length (or none), fitting this
+    /// reader's buffer with its head.
+    fn whole_response(
+        &self,
+        buf: &[u8],
+        head_request: bool,
+        known: &KnownHead,
+    ) -> Result<Whole, RequestError> {
+        let Some(parsed) = known.parse(buf, head_request)? else {
+            return Ok(Whole::Part { has_head: false });
+        };
+        let body = match parsed.framing {
+            Framing::Empty => 0,
+            Framing::Length(n) => n,
+            Framing::Chunked | Framing::UntilClose => return Ok(Whole::Other),
+        };
+        let whole = parsed.len as u64 + body;
+        if (100..200).contains(&parsed.status) || whole > self.buf.len() as u64 {
+            return Ok(Whole::Other);
+        }
+        if whole > buf.len() as u64 {
+            return Ok(Whole::Part { has_head: true });
+        }
+        Ok(Whole::Response(ResponseHead {
+            status: parsed.status,
+            bytes: whole,
+            close: parsed.close,
+            h3_offer: parsed.h3_offer,
+            sent_at: None,
+        }))
     }
 
     async fn read_head<S: AsyncRead + Unpin>(
@@ -445,6 +486,17 @@ fn scan_head(buf: &[u8], head_request: bool) -> Option<Result<ParsedHead, Reques
     let mut fields = Fields::default();
     let line = head::scan(buf, |name, value| fields.add(name, value))?;
     Some(fields.conclude(line, head_request))
+}
+
+/// What [`ResponseReader::whole_response`] found.
+enum Whole {
+    /// A response read whole: its head, `bytes` long with its body.
+    Response(ResponseHead),
+    /// A response the fast path hands on (see [`ResponseReader::
+    /// poll_whole_response`]).
+    Other,
+    /// The start of a response, its head read or not yet.
+    Part { has_head: bool },
 }
 
 /// The longest head a [`KnownHead`] keeps.

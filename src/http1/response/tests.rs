@@ -464,3 +464,57 @@ fn the_scanner_reads_every_head_as_httparse_does() {
     // The comparison means something only if the scanner took many of them.
     assert!(scanned > 5_000, "the scanner took only {scanned} heads");
 }
+
+#[test]
+fn a_response_is_read_in_place_exactly_when_the_poll_would_read_it_whole() {
+    let big_body = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: 600\r\n\r\n{}",
+        "x".repeat(600)
+    );
+    let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let cases: [(&[u8], bool); 9] = [
+        (ok, false),
+        (ok, false),
+        (&ok[..ok.len() - 1], false),
+        (&ok[..ok.len() - 2], true),
+        (b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200", false),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            false,
+        ),
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            false,
+        ),
+        (big_body.as_bytes(), false),
+        (b"HTTP/1.1 2OO OK\r\n\r\n", false),
+    ];
+    let (in_place_known, copied_known) = (KnownHead::default(), KnownHead::default());
+    for (i, (bytes, is_head)) in cases.into_iter().enumerate() {
+        let reader = ResponseReader::with_capacity(SMALL_BUFFER);
+        let in_place = reader.whole_response_in_place(bytes, is_head, &in_place_known);
+        // The copying poll on the same bytes, then nothing more.
+        let mut copying = ResponseReader::with_capacity(SMALL_BUFFER);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let copied = copying.poll_whole_response(&mut gappy(&[bytes, b""]), &mut cx, is_head, &copied_known);
+        let expected = match copied {
+            Poll::Ready(Ok(Some(head))) => Some(head),
+            _ => None,
+        };
+        assert_eq!(in_place, expected, "case {i}");
+        if let Some(head) = in_place {
+            assert!(head.bytes as usize <= bytes.len(), "case {i}");
+        }
+    }
+    // A reader that holds bytes reads nothing in place.
+    let mut holding = ResponseReader::with_capacity(SMALL_BUFFER);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let partial = holding.poll_whole_response(
+        &mut gappy(&[b"HTTP/1.1 200", b""]),
+        &mut cx,
+        false,
+        &in_place_known,
+    );
+    assert!(partial.is_pending());
+    assert_eq!(holding.whole_response_in_place(ok, false, &in_place_known), None);
+}

@@ -761,6 +761,27 @@ impl AsyncRead for RingSocket {
 }
 
 impl RingSocket {
+    /// Lets `take` read the oldest received bytes where the kernel put
+    /// them, in the ring's buffer, and consumes as many as it says (at most
+    /// all it was given): the fast path reads a whole response there
+    /// instead of copying it out first. `None`, without calling `take`,
+    /// when nothing received is waiting.
+    pub fn take_in_place<T>(&mut self, take: impl FnOnce(&[u8]) -> (usize, T)) -> Option<T> {
+        let mut inner = self.ring.inner.borrow_mut();
+        let inner = &mut *inner;
+        let slot = &mut inner.slots[self.index];
+        let &(id, len) = slot.received.front()?;
+        let waiting = &inner.provided.bytes(id, len as usize)[slot.consumed..];
+        let (n, out) = take(waiting);
+        slot.consumed += n.min(waiting.len());
+        if slot.consumed == len as usize {
+            slot.received.pop_front();
+            slot.consumed = 0;
+            inner.provided.give_back(id);
+        }
+        Some(out)
+    }
+
     /// Queues all of `data` for the end of the turn, or none of it: `false`
     /// when an earlier send failed or the queue lacks room, so a caller can
     /// take the general write path with nothing sent.
@@ -962,6 +983,49 @@ pub(super) mod tests {
             assert_eq!(inner.free.len(), inner.slots.len());
             assert_eq!(inner.in_flight, 0);
             echo.join().unwrap();
+        });
+    }
+
+    /// Bytes read in place are consumed as far as the reader says, the
+    /// rest left for the next read in place or by copy, in order.
+    #[test]
+    fn received_bytes_are_read_in_place_then_by_copy() {
+        let Some(rt) = runtime_for_rings() else {
+            return;
+        };
+        rt.block_on(async {
+            let ring = Ring::new(1).unwrap();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let tcp = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            tcp.set_nonblocking(true).unwrap();
+            let (mut peer, _) = listener.accept().unwrap();
+            let mut socket = ring.adopt(OwnedFd::from(tcp));
+            let called = std::cell::Cell::new(false);
+            let nothing = socket.take_in_place(|_| {
+                called.set(true);
+                (0, ())
+            });
+            assert!(nothing.is_none() && !called.get(), "nothing received: not called");
+            std::io::Write::write_all(&mut peer, b"first,second,rest").unwrap();
+            // A read into no room arms the receive and returns once bytes
+            // are in the ring's buffer, taking none of them.
+            let waited = ring.run(tokio::time::timeout(Duration::from_secs(5), socket.read(&mut [])));
+            assert_eq!(waited.await.unwrap().unwrap(), 0);
+            let seen = socket.take_in_place(|bytes| (6, bytes.to_vec())).unwrap();
+            assert_eq!(seen, b"first,second,rest");
+            let seen = socket.take_in_place(|bytes| (7, bytes.to_vec())).unwrap();
+            assert_eq!(seen, b"second,rest", "the first six were consumed");
+            let mut buf = [0u8; 16];
+            let n = ring.run(socket.read(&mut buf)).await.unwrap();
+            assert_eq!(&buf[..n], b"rest", "what was left is read by copy");
+            std::io::Write::write_all(&mut peer, b"more").unwrap();
+            ring.run(socket.read(&mut [])).await.unwrap();
+            // Saying more than it was given consumes what it was given.
+            assert_eq!(
+                socket.take_in_place(|bytes| (usize::MAX, bytes.to_vec())),
+                Some(b"more".to_vec())
+            );
+            assert_eq!(socket.take_in_place(|bytes| (0, bytes.len())), None);
         });
     }
 }
