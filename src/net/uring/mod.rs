@@ -930,6 +930,15 @@ pub(super) mod tests {
         )
     }
 
+    /// Runs `test` with a fresh ring for `connections` sockets, on a
+    /// runtime of its own; skipped where io_uring is refused.
+    pub(in crate::net::uring) fn on_a_ring(connections: usize, test: impl AsyncFnOnce(Rc<Ring>)) {
+        let Some(rt) = runtime_for_rings() else {
+            return;
+        };
+        rt.block_on(async { test(Ring::new(connections).unwrap()).await });
+    }
+
     #[test]
     fn user_data_round_trips() {
         assert_eq!(slot_of(user_data(7, 3, true)), (7, 3, true));
@@ -943,11 +952,7 @@ pub(super) mod tests {
     /// provided buffer, the end of stream, and the slot reused after.
     #[test]
     fn a_ring_socket_reads_writes_and_ends() {
-        let Some(rt) = runtime_for_rings() else {
-            return;
-        };
-        rt.block_on(async {
-            let ring = Ring::new(2).unwrap();
+        on_a_ring(2, async |ring| {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = listener.local_addr().unwrap();
             let echo = std::thread::spawn(move || {
@@ -990,11 +995,7 @@ pub(super) mod tests {
     /// rest left for the next read in place or by copy, in order.
     #[test]
     fn received_bytes_are_read_in_place_then_by_copy() {
-        let Some(rt) = runtime_for_rings() else {
-            return;
-        };
-        rt.block_on(async {
-            let ring = Ring::new(1).unwrap();
+        on_a_ring(1, async |ring| {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let tcp = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             tcp.set_nonblocking(true).unwrap();

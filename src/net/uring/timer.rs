@@ -106,18 +106,14 @@ impl Future for RingSleep {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::runtime_for_rings;
+    use super::super::tests::on_a_ring;
     use super::*;
     use crate::sys::monotonic_clock;
     use std::time::Instant;
 
     #[test]
     fn a_newer_sleep_replaces_an_older_one_and_the_ring_still_closes() {
-        let Some(rt) = runtime_for_rings() else {
-            return;
-        };
-        rt.block_on(async {
-            let ring = Ring::new(1).unwrap();
+        on_a_ring(1, async |ring| {
             let began = Instant::now();
             ring.run(async {
                 let older = ring.sleep_until(monotonic_clock() + Duration::from_secs(30));
