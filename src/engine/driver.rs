@@ -275,7 +275,8 @@ impl Driver {
         // Read where the kernel put it when it came whole in the ring's
         // buffer: no copy into the connection's own.
         let reader = &socket.reader;
-        let in_place = stream.ring_socket().and_then(|ring| {
+        let mut ring = stream.ring_socket();
+        let in_place = ring.as_mut().and_then(|ring| {
             ring.take_in_place(
                 |bytes| match reader.whole_response_in_place(bytes, is_head, known) {
                     Some(head) => (head.bytes as usize, Some(head)),
@@ -283,9 +284,15 @@ impl Driver {
                 },
             )
         });
-        let read = match in_place.flatten() {
-            Some(head) => Poll::Ready(Ok(Some(head))),
-            None => socket.reader.poll_whole_response(stream, cx, is_head, known),
+        let read = match in_place {
+            Some(Some(head)) => Poll::Ready(Ok(Some(head))),
+            // Nothing has come, and no part of a response before: wait with
+            // no read (so it always is right after a request is queued, as
+            // it goes out only at the end of the turn).
+            None if reader.holds_nothing() && ring.is_some_and(|ring| ring.nothing_received(cx)) => {
+                Poll::Pending
+            }
+            _ => socket.reader.poll_whole_response(stream, cx, is_head, known),
         };
         let read = match read {
             Poll::Pending if self.registered && !*waited => {

@@ -92,6 +92,11 @@ impl ResponseReader {
         }
     }
 
+    /// Whether no received byte waits in this reader.
+    pub fn holds_nothing(&self) -> bool {
+        self.start == self.end
+    }
+
     fn buffered(&self) -> &[u8] {
         &self.buf[self.start..self.end]
     }
@@ -287,7 +292,7 @@ impl ResponseReader {
         head_request: bool,
         known: &KnownHead,
     ) -> Option<ResponseHead> {
-        if !self.buffered().is_empty() {
+        if !self.holds_nothing() {
             return None;
         }
         match self.whole_response(bytes, head_request, known) {

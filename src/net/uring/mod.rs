@@ -520,6 +520,24 @@ impl Inner {
         }
     }
 
+    /// For a read of slot `index` that found nothing received: `Ready`
+    /// once its stream has ended (`Ok` at its end, else its error), else
+    /// `Pending`, the task woken when bytes come.
+    fn wait_to_read(&mut self, index: usize, cx: &Context<'_>) -> Poll<io::Result<()>> {
+        let slot = &mut self.slots[index];
+        if let Some(errno) = slot.ended {
+            return Poll::Ready(match errno {
+                0 => Ok(()),
+                errno => Err(io::Error::from_raw_os_error(errno)),
+            });
+        }
+        keep_waker(&mut slot.reader, cx);
+        if !slot.receiving {
+            self.arm_receive(index);
+        }
+        Poll::Pending
+    }
+
     fn arm_receive(&mut self, index: usize) {
         let slot = &mut self.slots[index];
         let Some(fd) = &slot.fd else { return };
@@ -728,20 +746,10 @@ impl AsyncRead for RingSocket {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let mut inner = self.ring.inner.borrow_mut();
         let inner = &mut *inner;
-        let slot = &mut inner.slots[self.index];
-        if slot.received.is_empty() {
-            if let Some(errno) = slot.ended {
-                return Poll::Ready(match errno {
-                    0 => Ok(()),
-                    errno => Err(io::Error::from_raw_os_error(errno)),
-                });
-            }
-            keep_waker(&mut slot.reader, cx);
-            if !slot.receiving {
-                inner.arm_receive(self.index);
-            }
-            return Poll::Pending;
+        if inner.slots[self.index].received.is_empty() {
+            return inner.wait_to_read(self.index, cx);
         }
+        let slot = &mut inner.slots[self.index];
         while buf.remaining() > 0 {
             let Some(&(id, len)) = slot.received.front() else {
                 break;
@@ -780,6 +788,14 @@ impl RingSocket {
             inner.provided.give_back(id);
         }
         Some(out)
+    }
+
+    /// Whether nothing received waits to be read and the stream goes on:
+    /// then, as for a read that found nothing, the task is woken when
+    /// bytes come.
+    pub fn nothing_received(&mut self, cx: &Context<'_>) -> bool {
+        let mut inner = self.ring.inner.borrow_mut();
+        inner.slots[self.index].received.is_empty() && inner.wait_to_read(self.index, cx).is_pending()
     }
 
     /// Queues all of `data` for the end of the turn, or none of it: `false`
@@ -1007,11 +1023,14 @@ pub(super) mod tests {
                 (0, ())
             });
             assert!(nothing.is_none() && !called.get(), "nothing received: not called");
+            let cx = Context::from_waker(std::task::Waker::noop());
+            assert!(socket.nothing_received(&cx));
             std::io::Write::write_all(&mut peer, b"first,second,rest").unwrap();
             // A read into no room arms the receive and returns once bytes
             // are in the ring's buffer, taking none of them.
             let waited = ring.run(tokio::time::timeout(Duration::from_secs(5), socket.read(&mut [])));
             assert_eq!(waited.await.unwrap().unwrap(), 0);
+            assert!(!socket.nothing_received(&cx));
             let seen = socket.take_in_place(|bytes| (6, bytes.to_vec())).unwrap();
             assert_eq!(seen, b"first,second,rest");
             let seen = socket.take_in_place(|bytes| (7, bytes.to_vec())).unwrap();
@@ -1027,6 +1046,10 @@ pub(super) mod tests {
                 Some(b"more".to_vec())
             );
             assert_eq!(socket.take_in_place(|bytes| (0, bytes.len())), None);
+            assert!(socket.nothing_received(&cx), "all read, the stream goes on");
+            drop(peer);
+            assert_eq!(ring.run(socket.read(&mut buf)).await.unwrap(), 0);
+            assert!(!socket.nothing_received(&cx), "the stream has ended");
         });
     }
 }
