@@ -281,10 +281,10 @@ impl ResponseReader {
 
     /// The response at the start of `bytes`, received but not yet in this
     /// reader's buffer (a ring's own buffer), read where it is: `Some` with
-    /// its head (`bytes` says how many to consume) when [`Self::
-    /// poll_whole_response`] would read it from there whole, `None` for
-    /// anything else (part of a response, one that it hands on, a bad one),
-    /// to be copied in and read as usual. Only while this reader holds
+    /// its head (`bytes` says how many to consume) when
+    /// [`Self::poll_whole_response`] would read it from there whole, `None`
+    /// for anything else (part of a response, one that it hands on, a bad
+    /// one), to be copied in and read as usual. Only while this reader holds
     /// nothing: a response does not begin in the middle of one.
     pub fn whole_response_in_place(
         &self,
@@ -497,8 +497,8 @@ fn scan_head(buf: &[u8], head_request: bool) -> Option<Result<ParsedHead, Reques
 enum Whole {
     /// A response read whole: its head, `bytes` long with its body.
     Response(ResponseHead),
-    /// A response the fast path hands on (see [`ResponseReader::
-    /// poll_whole_response`]).
+    /// A response the fast path hands on (see
+    /// [`ResponseReader::poll_whole_response`]).
     Other,
     /// The start of a response, its head read or not yet.
     Part { has_head: bool },
