@@ -12,6 +12,7 @@ pub mod feed;
 pub mod iteration;
 mod lean_h1;
 pub mod protocol;
+mod race;
 pub mod timer;
 pub mod worker;
 

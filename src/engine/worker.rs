@@ -10,6 +10,7 @@ use super::budget::{Budget, Limit};
 use super::connection::{LoopSlot, drive, open_connections};
 use super::exchange::{Lanes, WorkerCtx};
 use super::feed::{ClosedFeed, Feed, OpenFeed};
+use super::race::{self, Job};
 use super::{LoadModel, Shared, WorkerMsg};
 use crate::net::Backend;
 use crate::net::Connector;
@@ -19,6 +20,7 @@ use crate::response::BodySink;
 use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
+use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -156,11 +158,16 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
         slots = block_on(&runtime, &ctx, async {
             // At the warm-up's end no new request starts but those in flight
             // finish, so the connections stay usable for the measured phase.
-            tokio::select! {
-                slots = drive(&ctx, slots, &feed) => slots,
-                _ = forever(feed.pace(&ctx.recorder)) => unreachable!(),
-                _ = stop_requested(&ctx) => Vec::new(),
-            }
+            let loops = pin!(drive(&ctx, slots, &feed));
+            let pacer = pin!(async {
+                forever(feed.pace(&ctx.recorder)).await;
+                Vec::new()
+            });
+            let stop = pin!(async {
+                stop_requested(&ctx).await;
+                Vec::new()
+            });
+            race::first([loops as Job<'_, Vec<LoopSlot>>, pacer, stop]).await
         });
         let snapshot = ctx.recorder.borrow_mut().take();
         let _ = tx.send(WorkerMsg::Warmup {
@@ -184,19 +191,20 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     );
     let next_index = Cell::new(0u64);
     block_on(&runtime, &ctx, async {
-        // `biased`: when the deadline and an interval tick fall due together,
-        // the deadline wins and the last interval is reported whole. The
-        // pacer comes before the connections: a ticket falls due on its
-        // timer, and issuing it must not wait until every connection with
-        // a response in has been served (hundreds, after a burst).
-        tokio::select! {
-            biased;
-            _ = sleep_until(deadline) => {}
-            _ = stop_requested(&ctx) => {}
-            _ = forever(feed.pace(&ctx.recorder)) => {}
-            _ = drive(&ctx, slots, &feed) => {}
-            _ = tick(&ctx, spec.id, start, &next_index, &tx, &spares) => {}
-        }
+        // In this order: when the deadline and an interval tick fall due
+        // together, the deadline wins and the last interval is reported
+        // whole. The pacer comes before the connections: a ticket falls
+        // due on its timer, and issuing it must not wait until every
+        // connection with a response in has been served (hundreds, after a
+        // burst).
+        let end = pin!(sleep_until(deadline));
+        let stop = pin!(stop_requested(&ctx));
+        let pacer = pin!(forever(feed.pace(&ctx.recorder)));
+        let loops = pin!(async {
+            drive(&ctx, slots, &feed).await;
+        });
+        let ticks = pin!(tick(&ctx, spec.id, start, &next_index, &tx, &spares));
+        race::first([end as Job<'_, ()>, stop, pacer, loops, ticks]).await
     });
     let elapsed = start.elapsed();
     let cpu = thread_cpu() - cpu_before;
