@@ -120,6 +120,8 @@ async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed
         lean_h1::run(ctx, driver, feed, general).await;
         return slot;
     }
+    // This task is new to the loop's timer (a new phase).
+    driver.resume();
     let mut since_yield = 0u32;
     let mut answered_at = None;
     while let Some(ticket) = feed.next(index, answered_at).await {

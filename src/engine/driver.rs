@@ -145,9 +145,8 @@ impl Driver {
         deadline: Instant,
         mut answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
-        self.timer_set_to(deadline);
-        let mut timer = Timer::at(self.timeout.as_mut(), deadline, ctx);
-        let lane = match &mut self.way {
+        let (mut timer, way) = self.timer_and_way(deadline, ctx);
+        let lane = match way {
             Way::H1(h1) => return h1.round_trip(ctx, outgoing, timer, answered).await,
             Way::H3(lane) => return h3_round_trip(ctx, lane, outgoing, timer, answered).await,
             Way::H2(lane) => lane,
@@ -236,6 +235,29 @@ impl Driver {
         true
     }
 
+    /// The loop's timer for a request due by `deadline`, and its way to
+    /// the server. The timer is set again only when it has fired or is
+    /// set later than `deadline`: otherwise it fires no later than
+    /// `deadline` and is moved on to it then (see [`poll_lazy_timer`]), so
+    /// most requests leave tokio's timer wheel alone.
+    fn timer_and_way(&mut self, deadline: Instant, ctx: &WorkerCtx) -> (Timer<'_>, &mut Way) {
+        if deadline < self.armed_until || self.timeout.is_elapsed() {
+            self.timeout.as_mut().reset(deadline);
+            self.timer_set_to(deadline);
+        }
+        let timer = Timer {
+            sleep: self.timeout.as_mut(),
+            // Armed, not fired and polled by this loop's task, which it
+            // will wake: the request's first wait need not look at it.
+            quiet: self.registered,
+            armed_until: &mut self.armed_until,
+            registered: &mut self.registered,
+            deadline,
+            timeout: ctx.shared.transport.timeout,
+        };
+        (timer, &mut self.way)
+    }
+
     /// Notes that the loop's timer is (about to be) set to `deadline` and
     /// that no task has polled it since.
     fn timer_set_to(&mut self, deadline: Instant) {
@@ -243,9 +265,9 @@ impl Driver {
         self.registered = false;
     }
 
-    /// A new task polls the fast path (a new phase, or after a yield):
-    /// the timer must be polled once by it to wake it.
-    pub(super) fn lean_resume(&mut self) {
+    /// A new task polls the loop (a new phase, or after a yield): the
+    /// timer must be polled once by it to wake it.
+    pub(super) fn resume(&mut self) {
         self.registered = false;
     }
 
@@ -328,9 +350,8 @@ impl Driver {
         deadline: Instant,
         answered: impl FnMut(ResponseHead),
     ) -> Result<(), Lost> {
-        self.timer_set_to(deadline);
-        let timer = Timer::at(self.timeout.as_mut(), deadline, ctx);
-        let Way::H1(h1) = &mut self.way else {
+        let (timer, way) = self.timer_and_way(deadline, ctx);
+        let Way::H1(h1) = way else {
             unreachable!("lean_send queued on an HTTP/1.1 connection")
         };
         h1.read_round(ctx, timer, 1, is_head, None, None, answered).await
@@ -505,29 +526,34 @@ impl H1 {
 /// A loop's timer set to one request's deadline (the request timeout, from
 /// the actual send), for each step of the request to be bounded by.
 struct Timer<'t> {
+    /// Set to `*armed_until`, at or before `deadline`.
     sleep: Pin<&'t mut Sleep>,
+    armed_until: &'t mut Instant,
+    /// Whether this loop's task has polled `sleep` since it was last set.
+    registered: &'t mut bool,
+    deadline: Instant,
+    /// The timer has not fired and will wake this task: the first wait
+    /// skips polling it.
+    quiet: bool,
     /// The run's request timeout, which the error names.
     timeout: Duration,
 }
 
 impl<'t> Timer<'t> {
-    fn at(mut sleep: Pin<&'t mut Sleep>, deadline: Instant, ctx: &WorkerCtx) -> Timer<'t> {
-        if sleep.deadline() != deadline {
-            sleep.as_mut().reset(deadline);
-        }
-        Timer {
-            sleep,
-            timeout: ctx.shared.transport.timeout,
-        }
+    /// The outcome of `work`, or a timeout once the deadline has passed.
+    fn within<T, F: Future<Output = Result<T, RequestError>>>(&mut self, work: F) -> Within<'_, 't, F> {
+        Within { work, timer: self }
     }
 
-    /// The outcome of `work`, or a timeout once the deadline has passed.
-    fn within<T, F: Future<Output = Result<T, RequestError>>>(&mut self, work: F) -> Within<'_, F> {
-        Within {
-            work,
-            sleep: self.sleep.as_mut(),
-            timeout: self.timeout,
+    /// `Ready` once the deadline has passed; until then, this task is
+    /// woken when it does.
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::take(&mut self.quiet) {
+            return Poll::Pending;
         }
+        let expired = poll_lazy_timer(self.sleep.as_mut(), self.armed_until, self.deadline, cx);
+        *self.registered = true;
+        expired
     }
 }
 
@@ -535,15 +561,14 @@ pin_project_lite::pin_project! {
     /// [`Timer::within`]'s future. A struct rather than an `async fn`: an
     /// `async fn` would move `work` into a state machine of its own, a copy
     /// per request that measured as 2.5% of a run's CPU in `memmove`.
-    struct Within<'a, F> {
+    struct Within<'a, 't, F> {
         #[pin]
         work: F,
-        sleep: Pin<&'a mut Sleep>,
-        timeout: Duration,
+        timer: &'a mut Timer<'t>,
     }
 }
 
-impl<T, F: Future<Output = Result<T, RequestError>>> Future for Within<'_, F> {
+impl<T, F: Future<Output = Result<T, RequestError>>> Future for Within<'_, '_, F> {
     type Output = Result<T, RequestError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -553,8 +578,8 @@ impl<T, F: Future<Output = Result<T, RequestError>>> Future for Within<'_, F> {
         if let Poll::Ready(done) = this.work.poll(cx) {
             return Poll::Ready(done);
         }
-        match this.sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(timed_out(*this.timeout))),
+        match this.timer.poll_expired(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(timed_out(this.timer.timeout))),
             Poll::Pending => Poll::Pending,
         }
     }

@@ -78,7 +78,7 @@ impl<'a> Rounds<'a> {
         let Prepared::Http1(request) = &ctx.shared.prepared else {
             unreachable!("the fast path runs only the run's HTTP/1.1 request")
         };
-        driver.lean_resume();
+        driver.resume();
         Rounds {
             ctx,
             driver,
