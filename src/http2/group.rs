@@ -77,14 +77,10 @@ impl<C: Multiplexed> Group<C> {
         mut open: impl AsyncFnMut() -> Result<Rc<C>, RequestError>,
     ) -> Result<Rc<C>, RequestError> {
         loop {
-            let current = self.current.borrow().clone();
-            if let Some(conn) = current {
-                conn.catch_up();
-                if conn.accepts_streams() {
-                    return Ok(conn);
-                }
-                self.retire(&conn);
+            if let Some(conn) = self.open_current() {
+                return Ok(conn);
             }
+            self.retire_current();
             if self.connecting.get() {
                 std::future::poll_fn(|cx| {
                     if !self.connecting.get() {
@@ -101,6 +97,15 @@ impl<C: Multiplexed> Group<C> {
             let conn = open().await?;
             *self.current.borrow_mut() = Some(conn);
         }
+    }
+
+    /// The current connection if it takes new streams, with no await: what
+    /// almost every stream finds.
+    pub fn open_current(&self) -> Option<Rc<C>> {
+        // Not borrowed while the connection catches up, which may end it.
+        let conn = self.current.borrow().clone()?;
+        conn.catch_up();
+        conn.accepts_streams().then_some(conn)
     }
 
     /// Starts no more streams on `conn`, and forgets it as the current one.

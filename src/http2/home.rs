@@ -76,7 +76,10 @@ impl Lane {
     ) -> Result<ResponseHead, RequestError> {
         let mut refused = 0;
         loop {
-            let conn = self.connection(connector, recorder).await?;
+            let conn = match self.home.open_current() {
+                Some(conn) => conn,
+                None => self.connection(connector, recorder).await?,
+            };
             std::future::poll_fn(|cx| conn.poll_capacity(cx)).await;
             if !conn.accepts_streams() {
                 continue;

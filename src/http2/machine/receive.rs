@@ -257,10 +257,12 @@ impl Machine {
                 if name == b":status" {
                     // Three digits, as in HTTP/1.1; anything else is
                     // treated as a missing status.
-                    status = Some(value)
-                        .filter(|v| v.len() == 3 && v.iter().all(u8::is_ascii_digit))
-                        .and_then(|v| std::str::from_utf8(v).ok())
-                        .and_then(|s| s.parse::<u16>().ok());
+                    status = match *value {
+                        [a, b, c] if value.iter().all(u8::is_ascii_digit) => {
+                            Some(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))
+                        }
+                        _ => None,
+                    };
                 } else if let Some(capture) = capture.as_deref_mut()
                     && !name.starts_with(b":")
                 {
