@@ -156,9 +156,10 @@ pub(super) fn record_response(
     // A request its connection held back (`--coalesce`, closed model only)
     // was sent when it went out, not when its ticket was taken.
     let (intended, sent_at) = head.sent_at.map_or((ticket.intended, sent_at), |t| (t, t));
+    let (latency_us, service_us) = latency_and_service(intended, sent_at, now);
     let sample = Sample {
-        latency_us: micros_between(intended, now),
-        service_us: micros_between(sent_at, now),
+        latency_us,
+        service_us,
         bytes: head.bytes,
         outcome: classify(ctx, head.status),
     };
@@ -168,7 +169,20 @@ pub(super) fn record_response(
 }
 
 pub(super) fn micros_between(from: Instant, to: Instant) -> u64 {
-    to.saturating_duration_since(from).as_micros() as u64
+    let elapsed = to.saturating_duration_since(from);
+    // Not `as_micros`, which multiplies in 128 bits; a u64 of microseconds
+    // lasts 584,000 years.
+    elapsed.as_secs() * 1_000_000 + u64::from(elapsed.subsec_micros())
+}
+
+/// Microseconds from the intended send and from the actual one to `now`:
+/// one subtraction when they are the same instant, as in the closed model.
+fn latency_and_service(intended: Instant, sent_at: Instant, now: Instant) -> (u64, u64) {
+    let latency = micros_between(intended, now);
+    if sent_at == intended {
+        return (latency, latency);
+    }
+    (latency, micros_between(sent_at, now))
 }
 
 /// Records `count` requests failed with `err`, keeping it as an example.
@@ -178,9 +192,10 @@ pub(super) fn fail(ctx: &WorkerCtx, err: &RequestError, ticket: Ticket, sent_at:
     if recorder.wants_example(err.kind) {
         recorder.note_error(err);
     }
+    let (latency_us, service_us) = latency_and_service(ticket.intended, sent_at, now);
     let sample = Sample {
-        latency_us: micros_between(ticket.intended, now),
-        service_us: micros_between(sent_at, now),
+        latency_us,
+        service_us,
         bytes: 0,
         outcome: Outcome::Failed(err.kind),
     };
@@ -198,4 +213,27 @@ pub(super) fn classify(ctx: &WorkerCtx, status: u16) -> Outcome {
         recorder.note_error(&RequestError::new(ErrorKind::Status, ErrorDetail::Status(status)));
     }
     Outcome::BadStatus { status }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn latency_runs_from_the_intended_send_and_service_from_the_actual() {
+        let intended = Instant::now();
+        let now = intended + Duration::new(2, 345_678_901);
+        assert_eq!(
+            latency_and_service(intended, intended, now),
+            (2_345_678, 2_345_678)
+        );
+        let sent_at = intended + Duration::from_micros(1_500);
+        assert_eq!(
+            latency_and_service(intended, sent_at, now),
+            (2_345_678, 2_344_178)
+        );
+        // A clock read before the send (never expected) counts as zero.
+        assert_eq!(micros_between(now, intended), 0);
+    }
 }
