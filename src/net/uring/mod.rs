@@ -3,13 +3,15 @@
 //!
 //! tokio stays the executor (its timers, `select!`), while the pacer sleeps
 //! on the ring itself (`timer`);
-//! the ring's own descriptor sits in tokio's epoll, readable when
-//! completions are waiting. [`Ring::run`] wraps a worker's phase: before
-//! each poll it reaps the completions (waking the loops they belong to),
-//! and after it submits, in one `io_uring_enter`, every send that poll
-//! queued. So a turn of the worker costs one `epoll_wait` and one
-//! `io_uring_enter` however many connections it served, where readiness
-//! costs a `write` and a `read` per request.
+//! the ring's own descriptor (or the eventfd it signals) sits in tokio's
+//! epoll, readable when completions are waiting. [`Ring::run`] wraps a
+//! worker's phase: before each poll it reaps the completions (waking the
+//! loops they belong to), and after it submits, in one `io_uring_enter`,
+//! every send that poll queued. The wakes a turn gives itself stay in the
+//! turn (`turn`), and the completions its own `io_uring_enter` posts do not
+//! signal the eventfd, so a turn of the worker costs one `epoll_wait` and
+//! one or two `io_uring_enter` however many connections it served, where
+//! readiness costs a `write` and a `read` per request.
 //!
 //! Receives are multishot, into a ring of buffers the kernel picks from
 //! (provided buffers) shared by all the worker's sockets: memory is per
@@ -26,6 +28,7 @@
 
 mod datagram;
 mod timer;
+mod turn;
 
 pub use datagram::RingDatagram;
 pub use timer::RingSleep;
@@ -44,7 +47,12 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use turn::TurnWaker;
 
+/// Passes of one turn of [`Ring::run`] at most: a turn whose every pass
+/// wakes more (a server that never lets up) gives tokio the thread back
+/// after this many, so its timers (the request timeout, the run's end) run.
+const MAX_PASSES: usize = 8;
 /// Submission queue entries: a turn queues at most a send per connection
 /// (and a receive for the few re-armed); a fuller queue is submitted early.
 const QUEUE_ENTRIES: u32 = 1024;
@@ -278,6 +286,8 @@ struct Inner {
     /// Slots below this index have their socket in the ring's table of
     /// registered files, at the slot's index.
     registered: usize,
+    /// The ring signals an eventfd (its completion work is deferred).
+    signalled: bool,
     /// The pacer's sleep.
     timer: timer::TimerSlot,
 }
@@ -352,6 +362,7 @@ impl Ring {
                 in_flight: 0,
                 reaped: Vec::with_capacity(QUEUE_ENTRIES as usize),
                 registered,
+                signalled: deferred,
                 timer: timer::TimerSlot::default(),
             }),
         }))
@@ -400,36 +411,52 @@ impl Ring {
 
     /// Runs `work` on this ring: completions are reaped before each poll
     /// of it, and what the poll queued is submitted after it.
+    ///
+    /// `work` is polled with a turn's own waker: what a turn wakes (the loops
+    /// its completions are for, and through them the worker's task) asks
+    /// for another pass of the same turn, not for another turn of tokio's
+    /// reactor. A turn ends when a pass woke nothing and the kernel holds
+    /// nothing more, or after a few passes, when tokio gets the thread
+    /// back to run its timers first.
     pub async fn run<F: Future>(&self, work: F) -> F::Output {
         let mut work = std::pin::pin!(work);
+        let (turn, waker) = TurnWaker::new();
         std::future::poll_fn(|cx| {
-            self.poll_completions(cx);
-            let out = work.as_mut().poll(cx);
-            self.inner.borrow_mut().submit();
-            out
+            let mut in_turn = Context::from_waker(&waker);
+            for _ in 0..MAX_PASSES {
+                turn.begin(cx);
+                self.poll_completions(cx);
+                let out = work.as_mut().poll(&mut in_turn);
+                let left = {
+                    let mut inner = self.inner.borrow_mut();
+                    inner.submit();
+                    inner.work_left()
+                };
+                let again = turn.end();
+                if out.is_ready() {
+                    return out;
+                }
+                if !again && !left {
+                    return Poll::Pending;
+                }
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
         })
         .await
     }
 
-    /// Reaps every completion, and asks tokio to wake this task when more
-    /// arrive.
+    /// Reaps every completion, running the work the kernel deferred, and
+    /// asks tokio to wake this task when the ring signals more.
     fn poll_completions(&self, cx: &mut Context<'_>) {
-        loop {
-            match self.ready.poll_read_ready(cx) {
-                Poll::Ready(Ok(mut guard)) => {
-                    let mut inner = self.inner.borrow_mut();
-                    inner.run_deferred();
-                    inner.reap();
-                    guard.clear_ready();
-                }
-                // The reactor lost the fd: reap anyway, each turn.
-                Poll::Ready(Err(_)) => break,
-                Poll::Pending => break,
-            }
+        // The signal is taken (an error means the reactor lost the fd:
+        // then the ring is reaped each turn anyway).
+        while let Poll::Ready(Ok(mut guard)) = self.ready.poll_read_ready(cx) {
+            guard.clear_ready();
         }
-        // Completions posted during the last submit raise no new edge
-        // until the next: take them now.
-        self.inner.borrow_mut().reap();
+        let mut inner = self.inner.borrow_mut();
+        inner.run_deferred();
+        inner.reap();
     }
 }
 
@@ -588,9 +615,33 @@ impl Inner {
     /// watches it edge-triggered, and each batch writes to it again.
     fn run_deferred(&mut self) {
         if self.uring.submission().taskrun() {
-            let _ = self.uring.submit();
-            self.unsubmitted = false;
+            self.enter_quietly();
         }
+    }
+
+    /// Submits what is pushed (running the deferred completion work too),
+    /// with the eventfd quiet: the completions this posts are reaped by
+    /// this turn, and a signal for them only woke tokio's reactor for a
+    /// turn with nothing to do. Work the kernel queued meanwhile went
+    /// unsignalled: [`Self::work_left`] tells the turn to take it.
+    fn enter_quietly(&mut self) {
+        if self.signalled {
+            self.uring.completion().disable_eventfd();
+        }
+        let _ = self.uring.submit();
+        if self.signalled {
+            self.uring.completion().enable_eventfd();
+            // Against the kernel's flag-then-signal: either it sees the
+            // signal back on, or `work_left` sees its flag.
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+        self.unsubmitted = false;
+    }
+
+    /// Whether completion work or completions are waiting that no signal
+    /// may announce.
+    fn work_left(&mut self) -> bool {
+        self.uring.submission().taskrun() || !self.uring.completion().is_empty()
     }
 
     /// Starts the sends queued this turn, then submits everything pushed.
@@ -616,12 +667,11 @@ impl Inner {
             }
             self.to_send = listed;
             if self.unsubmitted || self.uring.submission().taskrun() {
-                self.unsubmitted = false;
                 // With deferred work pending this also runs it (the crate
                 // adds GETEVENTS): sends and receives done inline are
                 // reaped now, their loops woken for another pass of this
                 // turn.
-                let _ = self.uring.submit();
+                self.enter_quietly();
                 self.reap();
             }
             if self.to_send.is_empty() {
@@ -1005,6 +1055,37 @@ pub(super) mod tests {
             assert_eq!(inner.in_flight, 0);
             echo.join().unwrap();
         });
+    }
+
+    /// Work that wakes itself at every poll (a server that never lets up)
+    /// still gives tokio the thread back between turns, so its timers run;
+    /// without the bound on passes this test would never end, so it runs
+    /// on a thread of its own and fails after 20 s.
+    #[test]
+    fn a_turn_that_keeps_waking_itself_lets_tokio_timers_run() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            on_a_ring(1, async |ring| {
+                let polls = std::cell::Cell::new(0u64);
+                let spinner = std::future::poll_fn(|cx| {
+                    polls.set(polls.get() + 1);
+                    cx.waker().wake_by_ref();
+                    Poll::<()>::Pending
+                });
+                ring.run(async {
+                    tokio::select! {
+                        _ = spinner => {}
+                        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
+                })
+                .await;
+                assert!(polls.get() > MAX_PASSES as u64, "{} polls", polls.get());
+            });
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the timer never ran, or the test failed");
     }
 
     /// Bytes read in place are consumed as far as the reader says, the
