@@ -229,8 +229,7 @@ impl Driver {
         // deadline; when it fires, `poll_lean_answer` moves it on to this
         // one's. Past it, it is set again now.
         if now >= self.armed_until {
-            self.timeout.as_mut().reset(deadline);
-            self.timer_set_to(deadline);
+            self.set_timer(deadline);
         }
         true
     }
@@ -242,8 +241,7 @@ impl Driver {
     /// most requests leave tokio's timer wheel alone.
     fn timer_and_way(&mut self, deadline: Instant, ctx: &WorkerCtx) -> (Timer<'_>, &mut Way) {
         if deadline < self.armed_until || self.timeout.is_elapsed() {
-            self.timeout.as_mut().reset(deadline);
-            self.timer_set_to(deadline);
+            self.set_timer(deadline);
         }
         let timer = Timer {
             sleep: self.timeout.as_mut(),
@@ -258,9 +256,10 @@ impl Driver {
         (timer, &mut self.way)
     }
 
-    /// Notes that the loop's timer is (about to be) set to `deadline` and
-    /// that no task has polled it since.
-    fn timer_set_to(&mut self, deadline: Instant) {
+    /// Sets the loop's timer to `deadline`, noting that no task has polled
+    /// it since.
+    fn set_timer(&mut self, deadline: Instant) {
+        self.timeout.as_mut().reset(deadline);
         self.armed_until = deadline;
         self.registered = false;
     }
@@ -323,12 +322,10 @@ impl Driver {
             }
             Poll::Pending => {
                 *waited = true;
-                match poll_lazy_timer(self.timeout.as_mut(), &mut self.armed_until, deadline, cx) {
+                let timer = self.timeout.as_mut();
+                match poll_lazy_timer(timer, &mut self.armed_until, &mut self.registered, deadline, cx) {
                     Poll::Ready(()) => Poll::Ready(Err(timed_out(ctx.shared.transport.timeout))),
-                    Poll::Pending => {
-                        self.registered = true;
-                        return Poll::Pending;
-                    }
+                    Poll::Pending => return Poll::Pending,
                 }
             }
             read => read,
@@ -360,13 +357,16 @@ impl Driver {
 
 /// Polls a timer set to `*armed_until`, at or before `deadline`: `Ready`
 /// once `deadline` has passed. A timer that fired for an earlier deadline
-/// is set to this one and polled again, to wake the task then.
+/// is set to this one and polled again, to wake the task then. Either way
+/// this task has now polled it (`registered`).
 fn poll_lazy_timer(
     mut timer: Pin<&mut Sleep>,
     armed_until: &mut Instant,
+    registered: &mut bool,
     deadline: Instant,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
+    *registered = true;
     loop {
         ready!(timer.as_mut().poll(cx));
         if *armed_until >= deadline || Instant::now() >= deadline {
@@ -551,9 +551,13 @@ impl<'t> Timer<'t> {
         if std::mem::take(&mut self.quiet) {
             return Poll::Pending;
         }
-        let expired = poll_lazy_timer(self.sleep.as_mut(), self.armed_until, self.deadline, cx);
-        *self.registered = true;
-        expired
+        poll_lazy_timer(
+            self.sleep.as_mut(),
+            self.armed_until,
+            self.registered,
+            self.deadline,
+            cx,
+        )
     }
 }
 
