@@ -42,6 +42,11 @@ use std::time::Instant;
 /// The largest response field section volley accepts, advertised as
 /// SETTINGS_MAX_FIELD_SECTION_SIZE (as HTTP/2's header list limit).
 pub const MAX_FIELD_SECTION: usize = 256 * 1024;
+/// How late a QUIC timer may run for its sleep not to be set again: the
+/// granularity of tokio's timers and of QUIC's own (RFC 9002's kGranularity).
+/// The acknowledgement timer a response sets often comes a fraction of a
+/// millisecond before the loss-detection timer the sleep waits for.
+const TIMER_SLACK: std::time::Duration = std::time::Duration::from_millis(1);
 /// A lane yields to the runtime after this many receives in one poll that
 /// found datagrams waiting (a flood must not starve timers and flushes).
 const YIELD_READS: u32 = 32;
@@ -131,8 +136,19 @@ struct Inner {
     endpoint: Endpoint,
     handle: ConnectionHandle,
     quic: quinn_proto::Connection,
+    /// Wakes the driver for quinn-proto's next timer. It is set lazily:
+    /// to a deadline no later than the next timer's (`armed`, give or take
+    /// [`TIMER_SLACK`]), and set again only when the next timer comes
+    /// earlier than that or it fired, because the loss-detection timer
+    /// moves later with every packet sent, and resetting a tokio timer for
+    /// each would cost more than the rare early wake it saves.
     timer: Pin<Box<tokio::time::Sleep>>,
-    timer_at: Option<Instant>,
+    /// The deadline `timer` is set to; `None` when nothing waits on it.
+    armed: Option<Instant>,
+    /// The socket was found empty since the worker's last flush: a lane
+    /// starting a stream in the same turn need not look again (see
+    /// `catch_up`).
+    caught_up: bool,
     /// A transmit the socket could not take yet.
     unsent: Option<quinn_proto::Transmit>,
     send_buf: Vec<u8>,
@@ -196,10 +212,12 @@ impl Pending for Conn {
             Some(_) => Poll::Ready(()),
             None => inner.poll_transmit(cx),
         };
-        // Sending may have armed a timer (loss detection) earlier than the
-        // one the driver waits on: have it look again.
-        let moved = inner.next_timer() != inner.timer_at;
-        if (moved || inner.orphaned())
+        inner.caught_up = false;
+        // Sending may have set a timer earlier than the one the driver
+        // waits on: have it look again. (One set later, as loss detection
+        // is with every packet, waits for the earlier to fire.)
+        let earlier = inner.next_timer().is_some_and(|at| inner.wakes_late_for(at));
+        if (earlier || inner.orphaned())
             && let Some(waker) = inner.a_waiting_waker()
         {
             waker.wake_by_ref();
@@ -286,7 +304,8 @@ impl Conn {
                 handle,
                 quic,
                 timer: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
-                timer_at: None,
+                armed: None,
+                caught_up: false,
                 unsent: None,
                 send_buf: Vec::with_capacity(1500 * max_datagrams),
                 datagrams: BytesMut::new(),
@@ -335,9 +354,9 @@ impl Conn {
                 return Poll::Ready(Err(RequestError::new(kind, ErrorDetail::Text(message))));
             }
             match inner.poll_receive(cx) {
-                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Ok(_)) => continue,
                 Poll::Ready(Err(err)) => inner.socket_failed(err),
-                Poll::Pending => match inner.poll_timer(cx) {
+                Poll::Pending => match inner.poll_timer(cx, None) {
                     Poll::Ready(()) => continue,
                     Poll::Pending => return Poll::Pending,
                 },
@@ -441,11 +460,20 @@ impl Multiplexed for Conn {
     /// server sent while the connection sat idle is seen before a new
     /// stream starts on it.
     fn catch_up(&self) {
+        let mut inner = self.inner.borrow_mut();
+        if inner.caught_up {
+            // A lane of this turn read the socket dry (typically this
+            // lane, for the response it just finished): nothing sat
+            // unread, and the socket keeps its driver's waker.
+            return;
+        }
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
-        let mut inner = self.inner.borrow_mut();
-        while let Poll::Ready(Ok(())) = inner.poll_receive(&mut cx) {}
-        inner.run_timers();
+        let mut seen = None;
+        while let Poll::Ready(Ok(now)) = inner.poll_receive(&mut cx) {
+            seen = Some(now);
+        }
+        inner.run_timers(seen);
         // The socket now holds the no-op waker, not the driver's: whoever
         // drove is no longer woken by it. Without a driver the worker's
         // next flush wakes a waiting lane to take the socket over (unless
@@ -550,16 +578,23 @@ impl Inner {
     /// more (or after [`YIELD_READS`] receives, coming back at once); the
     /// socket and the timer then hold `cx`'s waker.
     fn poll_io(&mut self, cx: &mut Context<'_>) {
+        // The clock as the last receive read it: the timers are checked
+        // against it rather than against a reading of their own,
+        // microseconds later.
+        let mut seen = None;
         for _ in 0..YIELD_READS {
             match self.poll_receive(cx) {
-                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Ok(now)) => {
+                    seen = Some(now);
+                    continue;
+                }
                 Poll::Ready(Err(err)) => {
                     self.socket_failed(err);
                     continue;
                 }
-                Poll::Pending => {}
+                Poll::Pending => self.caught_up = true,
             }
-            if self.poll_timer(cx).is_pending() {
+            if self.poll_timer(cx, seen.take()).is_pending() {
                 return;
             }
         }
@@ -593,9 +628,9 @@ impl Inner {
         state.send_done = true;
     }
 
-    /// Receives what the socket has and handles it; pending when there is
-    /// nothing.
-    fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    /// Receives what the socket has and handles it, ready with the time it
+    /// was handled at; pending when there is nothing.
+    fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Instant>> {
         if self.dead {
             return Poll::Pending;
         }
@@ -631,56 +666,81 @@ impl Inner {
             self.certificate_checked = true;
         }
         self.process_events();
-        Poll::Ready(Ok(()))
+        Poll::Ready(Ok(now))
     }
 
     /// Runs the connection's timers if due; ready when one fired (there
     /// may be more to do), else the driver's waker waits on the next.
-    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.run_timers() {
+    /// `seen`: the clock as just read, if it was.
+    fn poll_timer(&mut self, cx: &mut Context<'_>, seen: Option<Instant>) -> Poll<()> {
+        if self.run_timers(seen) {
             return Poll::Ready(());
         }
-        let Some(at) = self.timer_at else {
+        if self.armed.is_none() {
             return Poll::Pending;
-        };
-        match self.timer.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                // Fired just now: handled on the next pass.
-                let _ = at;
-                Poll::Ready(())
-            }
-            Poll::Pending => Poll::Pending,
         }
+        // Ready: it fired just now, and is handled on the next pass.
+        self.timer.as_mut().poll(cx)
     }
 
-    /// Handles a due timer and re-arms the sleep for the next; whether one
-    /// was due.
-    fn run_timers(&mut self) -> bool {
-        let now = Instant::now();
+    /// Handles the timers that are due and sets the sleep for the next;
+    /// whether one was due. `seen`: the clock as just read, if it was;
+    /// without it, the clock is read only where a timer may be due.
+    fn run_timers(&mut self, seen: Option<Instant>) -> bool {
+        let Some(next) = self.next_timer() else {
+            self.arm(None);
+            return false;
+        };
+        // The sleep runs toward a deadline no later than the next timer
+        // (give or take the slack) and has not fired: the next timer is
+        // not due.
+        let asleep = !self.wakes_late_for(next) && !self.timer.is_elapsed();
+        if asleep && seen.is_none() {
+            return false;
+        }
+        let now = seen.unwrap_or_else(Instant::now);
         let mut fired = false;
-        if self.quic.poll_timeout().is_some_and(|at| at <= now) {
-            self.quic.handle_timeout(now);
-            self.process_events();
-            fired = true;
-        }
-        if let Some((by, timeout)) = self.early_deadline
-            && by <= now
-        {
-            self.early_deadline = None;
-            let err = self.handshake_timeout(timeout);
-            let code = VarInt::from_u64(frame::H3_NO_ERROR).expect("a small code");
-            self.quic.close(now, code, bytes::Bytes::new());
-            self.die(err.kind, err.message());
-            fired = true;
-        }
-        let next = self.next_timer();
-        if next != self.timer_at {
-            self.timer_at = next;
-            if let Some(at) = next {
-                self.timer.as_mut().reset(tokio::time::Instant::from_std(at));
+        if next <= now {
+            if self.quic.poll_timeout().is_some_and(|at| at <= now) {
+                self.quic.handle_timeout(now);
+                self.process_events();
+                fired = true;
+            }
+            if let Some((by, timeout)) = self.early_deadline
+                && by <= now
+            {
+                self.early_deadline = None;
+                let err = self.handshake_timeout(timeout);
+                let code = VarInt::from_u64(frame::H3_NO_ERROR).expect("a small code");
+                self.quic.close(now, code, bytes::Bytes::new());
+                self.die(err.kind, err.message());
+                fired = true;
             }
         }
+        let next = if fired { self.next_timer() } else { Some(next) };
+        self.arm(next);
         fired
+    }
+
+    /// Whether the sleep would wake the driver too late for a timer at
+    /// `at` (or not at all).
+    fn wakes_late_for(&self, at: Instant) -> bool {
+        self.armed.is_none_or(|armed| at + TIMER_SLACK < armed)
+    }
+
+    /// Sets the sleep for `next`, the next timer, where it would wake the
+    /// driver too late for it, or has fired (an elapsed sleep is polled
+    /// no more).
+    fn arm(&mut self, next: Option<Instant>) {
+        let elapsed = self.timer.is_elapsed();
+        match next {
+            Some(at) if elapsed || self.wakes_late_for(at) => {
+                self.armed = Some(at);
+                self.timer.as_mut().reset(tokio::time::Instant::from_std(at));
+            }
+            None if elapsed => self.armed = None,
+            _ => {}
+        }
     }
 
     /// When the driver must wake next: quinn-proto's next timer, or the end
