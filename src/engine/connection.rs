@@ -14,6 +14,7 @@ use super::feed::{Feed, Ticket, YIELD_EVERY};
 use super::iteration::{self, IterationState};
 use super::lean_h1;
 use futures_util::StreamExt;
+use futures_util::future::Either;
 use futures_util::stream::FuturesUnordered;
 use std::task::Poll;
 use std::time::Instant;
@@ -50,8 +51,15 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
     let mut loops: FuturesUnordered<_> = slots
         .into_iter()
         .enumerate()
-        .map(|(i, slot)| connection_loop(ctx, i, slot, feed))
+        .map(|(i, slot)| Either::Left(connection_loop(ctx, i, slot, feed)))
         .collect();
+    // A member that never wakes. `FuturesUnordered` hands the worker back
+    // to the runtime, and wakes it at once, whenever it has polled as many
+    // futures as it holds, which a worker with one connection did at
+    // every response: a second turn of the runtime for nothing, with an
+    // `epoll_wait` of its own. With this one among them, that happens only
+    // where a loop is polled twice in one call, as it still should.
+    loops.push(Either::Right(std::future::pending::<LoopSlot>()));
     let mut done = Vec::with_capacity(next_index);
     let all = std::future::poll_fn(|cx| {
         // A few new connections per turn: each handshake takes the worker's
@@ -59,7 +67,12 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
         // pacer must get its turn between them.
         let mut added = 0;
         while added < ADD_PER_TURN && feed.take_add_request(cx.waker()) {
-            loops.push(connection_loop(ctx, next_index, LoopSlot::default(), feed));
+            loops.push(Either::Left(connection_loop(
+                ctx,
+                next_index,
+                LoopSlot::default(),
+                feed,
+            )));
             next_index += 1;
             added += 1;
         }
@@ -68,12 +81,14 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
             cx.waker().wake_by_ref();
         }
         loop {
+            // Every loop has ended once only the idle member is left.
+            if loops.len() <= 1 {
+                ctx.flush_frames(cx);
+                return Poll::Ready(());
+            }
             match loops.poll_next_unpin(cx) {
                 Poll::Ready(Some(slot)) => done.push(slot),
-                Poll::Ready(None) => {
-                    ctx.flush_frames(cx);
-                    return Poll::Ready(());
-                }
+                Poll::Ready(None) => continue,
                 Poll::Pending => {
                     ctx.flush_frames(cx);
                     return Poll::Pending;
