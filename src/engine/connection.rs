@@ -48,18 +48,12 @@ const ADD_PER_TURN: usize = 4;
 /// keeps the fairness the budget gave.
 pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<LoopSlot> {
     let mut next_index = slots.len();
-    let mut loops: FuturesUnordered<_> = slots
-        .into_iter()
-        .enumerate()
-        .map(|(i, slot)| Either::Left(connection_loop(ctx, i, slot, feed)))
-        .collect();
-    // A member that never wakes. `FuturesUnordered` hands the worker back
-    // to the runtime, and wakes it at once, whenever it has polled as many
-    // futures as it holds, which a worker with one connection did at
-    // every response: a second turn of the runtime for nothing, with an
-    // `epoll_wait` of its own. With this one among them, that happens only
-    // where a loop is polled twice in one call, as it still should.
-    loops.push(Either::Right(std::future::pending::<LoopSlot>()));
+    let mut loops = loop_set(
+        slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, slot)| connection_loop(ctx, i, slot, feed)),
+    );
     let mut done = Vec::with_capacity(next_index);
     let all = std::future::poll_fn(|cx| {
         // A few new connections per turn: each handshake takes the worker's
@@ -98,6 +92,21 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
     });
     tokio::task::coop::unconstrained(all).await;
     done
+}
+
+/// The set the worker polls its loops in: `loops`, and a member that never
+/// wakes. `FuturesUnordered` hands the worker back to the runtime, and
+/// wakes it at once, whenever it has polled as many futures as it holds,
+/// which a worker with one connection did at every response: a second turn
+/// of the runtime for nothing, with an `epoll_wait` of its own. With the
+/// idle member among them, that happens only where a loop is polled twice
+/// in one call, as it still should.
+fn loop_set<F: Future<Output = LoopSlot>>(
+    loops: impl Iterator<Item = F>,
+) -> FuturesUnordered<Either<F, std::future::Pending<LoopSlot>>> {
+    let set: FuturesUnordered<_> = loops.map(Either::Left).collect();
+    set.push(Either::Right(std::future::pending()));
+    set
 }
 
 /// Opens every loop's connection at once, before a phase starts, for at
@@ -184,5 +193,59 @@ async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) -> 
             fail(ctx, &lost.err, ticket, sent_at, lost.count);
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Wake, Waker};
+
+    /// The worker's waker, counting its wakes.
+    #[derive(Default)]
+    struct Worker(AtomicUsize);
+
+    impl Wake for Worker {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn polling_the_only_loop_woken_does_not_wake_the_worker_again() {
+        // A loop waiting for its response: it keeps the waker it was given.
+        let parked: Rc<RefCell<Option<Waker>>> = Rc::default();
+        let waiting = {
+            let parked = parked.clone();
+            std::future::poll_fn(move |cx| {
+                *parked.borrow_mut() = Some(cx.waker().clone());
+                Poll::<LoopSlot>::Pending
+            })
+        };
+        let mut loops = loop_set(std::iter::once(waiting));
+        let worker = Arc::new(Worker::default());
+        let waker = Waker::from(worker.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(loops.poll_next_unpin(&mut cx).is_pending());
+        // Its response came: the loop is woken, and through it the worker.
+        parked
+            .borrow()
+            .as_ref()
+            .expect("the loop was polled")
+            .wake_by_ref();
+        let wakes = worker.0.load(Ordering::SeqCst);
+        assert!(loops.poll_next_unpin(&mut cx).is_pending());
+        assert_eq!(
+            worker.0.load(Ordering::SeqCst),
+            wakes,
+            "polling the one loop that was woken woke the worker for another turn"
+        );
     }
 }
