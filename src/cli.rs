@@ -372,6 +372,17 @@ pub struct RunArgs {
         value_name = "BACKEND"
     )]
     pub io: IoChoice,
+    /// On io_uring, read each response as soon as it is in. By default a
+    /// worker running plain HTTP/1.1 (kept alive, not pipelined, no plan)
+    /// in the closed model with 8 connections or more per thread waits in
+    /// the kernel for a few responses at once (a quarter of its
+    /// connections, up to 32) or 500 us, whichever comes first: fewer system
+    /// calls and wake-ups per request. The wait is never counted in latency: each response is
+    /// timed to when the kernel received it (its receive timestamp), not to
+    /// when the worker read it, so neither is the time a response waits for
+    /// a worker too busy to read it at once, which counts without batches.
+    #[arg(long)]
+    pub no_batch: bool,
     /// HTTP/2 streams in flight per connection: -c 10 --streams 100 keeps
     /// 1000 requests in flight over 10 connections.
     #[arg(long, default_value_t = 1, value_name = "N")]

@@ -28,6 +28,10 @@ pub struct ResponseHead {
     /// after its loop queued it (HTTP/2's `--coalesce`); `None` where it
     /// went out as its loop sent it.
     pub sent_at: Option<std::time::Instant>,
+    /// When the kernel received the response's last bytes, where the
+    /// socket's receives are stamped (a worker that waits for batches of
+    /// completions); `None` where it counts as received when read.
+    pub received_at: Option<std::time::Instant>,
 }
 
 /// The UDP port an `Alt-Svc` field value (RFC 7838) offers HTTP/3 on:

@@ -330,6 +330,10 @@ impl Driver {
             }
             read => read,
         };
+        let mut read = read;
+        if let Poll::Ready(Ok(Some(head))) = &mut read {
+            head.received_at = socket.stream.as_ref().and_then(Stream::received_at);
+        }
         match &read {
             Poll::Ready(Ok(Some(head))) if !head.close => socket.busy = false,
             Poll::Ready(Ok(None)) => {}
@@ -486,7 +490,7 @@ impl H1 {
                 is_head,
                 capture.as_deref_mut(),
             );
-            let head = match timer.within(read).await {
+            let mut head = match timer.within(read).await {
                 Ok(head) => head,
                 Err(err) => {
                     // This request and every later one of the round are
@@ -499,6 +503,7 @@ impl H1 {
                     });
                 }
             };
+            head.received_at = socket.stream.as_ref().and_then(Stream::received_at);
             answered(head);
             if head.close || !shared.transport.keepalive || cut.is_some() {
                 socket.stream = None;

@@ -145,7 +145,8 @@ impl WorkerCtx {
     }
 }
 
-/// Records one answered request, read now; returns the instant read.
+/// Records one answered request, received when its head says or else
+/// now; returns the instant read.
 pub(super) fn record_response(
     ctx: &WorkerCtx,
     ticket: Ticket,
@@ -156,7 +157,8 @@ pub(super) fn record_response(
     // A request its connection held back (`--coalesce`, closed model only)
     // was sent when it went out, not when its ticket was taken.
     let (intended, sent_at) = head.sent_at.map_or((ticket.intended, sent_at), |t| (t, t));
-    let (latency_us, service_us) = latency_and_service(intended, sent_at, now);
+    let received = head.received_at.unwrap_or(now);
+    let (latency_us, service_us) = latency_and_service(intended, sent_at, received);
     let sample = Sample {
         latency_us,
         service_us,

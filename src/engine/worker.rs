@@ -10,6 +10,7 @@ use super::budget::{Budget, Limit};
 use super::connection::{LoopSlot, drive, open_connections};
 use super::exchange::{Lanes, WorkerCtx};
 use super::feed::{ClosedFeed, Feed, OpenFeed};
+use super::lean_h1;
 use super::race::{self, Job};
 use super::{LoadModel, Shared, WorkerMsg};
 use crate::net::Backend;
@@ -114,7 +115,12 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     );
     if shared.transport.io.backend == Backend::Uring {
         match Ring::new(spec.connections + spec.may_add) {
-            Ok(ring) => connector = connector.on_ring(ring),
+            Ok(ring) => {
+                if lean_h1::may_batch(&shared, spec.connections * shared.transport.streams) {
+                    ring.stamp_receives();
+                }
+                connector = connector.on_ring(ring);
+            }
             // The probe passed but this ring was refused (a limit on locked
             // memory or on rings): this worker runs on epoll, the run goes on.
             Err(err) => eprintln!(
@@ -190,6 +196,9 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
         ctx.connector.ring(),
     );
     let next_index = Cell::new(0u64);
+    if let Some(ring) = ctx.connector.ring() {
+        ring.set_batch(lean_h1::batch(&ctx, &feed, loops));
+    }
     block_on(&runtime, &ctx, async {
         // In this order: when the deadline and an interval tick fall due
         // together, the deadline wins and the last interval is reported

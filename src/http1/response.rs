@@ -231,6 +231,7 @@ impl ResponseReader {
                 close: close || closed || status == 101,
                 h3_offer,
                 sent_at: None,
+                received_at: None,
             });
         }
     }
@@ -331,6 +332,7 @@ impl ResponseReader {
             close: parsed.close,
             h3_offer: parsed.h3_offer,
             sent_at: None,
+            received_at: None,
         }))
     }
 

@@ -334,6 +334,7 @@ impl Machine {
             close: false,
             h3_offer: state.h3_offer,
             sent_at: state.sent_at,
+            received_at: None,
         };
         let capture = state.capture.take();
         self.release(lane);

@@ -543,6 +543,7 @@ impl Inner {
             // Alt-Svc offers HTTP/3 to clients not speaking it already.
             h3_offer: None,
             sent_at: state.sent_at.take(),
+            received_at: None,
         };
         let capture = state.capture.take();
         self.let_go(lane);

@@ -46,6 +46,8 @@ impl Backend {
 pub struct Io {
     pub backend: Backend,
     pub refused: Option<String>,
+    /// Rings may wait for a few completions at once (not `--no-batch`).
+    pub batch: bool,
 }
 
 impl Io {
@@ -56,23 +58,26 @@ impl Io {
     /// (bench/vs-shb.sh), while over HTTP/1.1 it costs a little less, and
     /// over HTTP/3 0.86x at one stream per connection, about the same at
     /// ten (bench/vs-h3.sh).
-    pub fn settle(asked: IoChoice, http2: bool) -> Io {
+    pub fn settle(asked: IoChoice, http2: bool, batch: bool) -> Io {
         if asked == IoChoice::Epoll || (asked == IoChoice::Auto && http2) {
             return Io {
                 backend: Backend::Epoll,
                 refused: None,
+                batch,
             };
         }
         match uring::probe() {
             Ok(()) => Io {
                 backend: Backend::Uring,
                 refused: None,
+                batch,
             },
             Err(err) => Io {
                 backend: Backend::Epoll,
                 refused: Some(format!(
                     "io_uring is not available here ({err}): running on epoll"
                 )),
+                batch,
             },
         }
     }
@@ -125,6 +130,16 @@ impl AsyncWrite for Transport {
 }
 
 impl Stream {
+    /// When the kernel received the bytes read last, where it stamps them
+    /// (a plain connection on a ring that stamps: see
+    /// [`Ring::stamp_receives`]).
+    pub fn received_at(&self) -> Option<std::time::Instant> {
+        match self {
+            Stream::Plain(Transport::Uring(socket)) => socket.received_at(),
+            _ => None,
+        }
+    }
+
     /// The ring socket under a plain connection on io_uring.
     pub fn ring_socket(&mut self) -> Option<&mut RingSocket> {
         match self {

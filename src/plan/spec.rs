@@ -378,7 +378,7 @@ impl RunSpec {
                 },
                 streams: args.streams,
                 coalesce: args.coalesce,
-                io: crate::net::Io::settle(args.io, args.http2),
+                io: crate::net::Io::settle(args.io, args.http2, !args.no_batch),
             },
             reporting: Reporting {
                 interval,

@@ -157,3 +157,43 @@ fn auto_runs_http2_on_epoll() {
     assert_eq!(json["runs"][0]["io"], "epoll");
     assert!(!stdout(&out).contains("note: io_uring"), "{}", stdout(&out));
 }
+
+/// Over HTTP/1.1 on io_uring with 8 connections or more a worker waits in
+/// the kernel for a few responses at once: the counts stay exact, a timed
+/// run ends on time, a server that stalls for a while is waited out within
+/// the request timeout's bounds, and `--no-batch` runs the same.
+#[test]
+fn a_run_that_waits_for_batches_counts_exactly_and_ends_on_time() {
+    let server = target();
+    let hi = url(&server, "/hi");
+    for extra in [&[][..], &["--no-batch"][..]] {
+        let mut args = vec!["run", "--io", "uring", "-c", "16", "-t", "1", "-n", "4000"];
+        args.extend_from_slice(extra);
+        args.push(&hi);
+        let (out, json) = volley_json(&args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        if json["runs"][0]["io"] != "io_uring" {
+            eprintln!("io_uring unavailable here: skipped");
+            return;
+        }
+        let s = summary(&json);
+        assert_eq!(s["ok"], 4000, "{extra:?}: {s}");
+        assert_eq!(s["errors"], 0, "{extra:?}: {s}");
+    }
+    // Half a second of a stalled server in the middle of a 1.5 s run.
+    let pause = pause_later(&server, std::time::Duration::from_millis(400), 500);
+    let began = std::time::Instant::now();
+    let (out, json) = volley_json(&["run", "--io", "uring", "-c", "16", "-t", "1", "-d", "1500ms", &hi]);
+    let took = began.elapsed();
+    pause.join().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s = summary(&json);
+    assert_eq!(s["errors"], 0, "{s}");
+    assert!(num(&s["ok"]) > 100.0, "{s}");
+    let elapsed = num(&s["elapsed_s"]);
+    assert!((1.5..1.7).contains(&elapsed), "measured {elapsed} s");
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    // The stalled responses count the stall: the worker's waits did not
+    // hide it.
+    assert!(num(&s["latency_ms"]["max"]) >= 400.0, "{s}");
+}

@@ -53,6 +53,7 @@ fn content_length_split_across_reads() {
             close: false,
             h3_offer: None,
             sent_at: None,
+            received_at: None,
         }
     );
 }

@@ -90,7 +90,7 @@ impl Receiving {
 /// The control messages in `control`, as the kernel lays them out
 /// (`cmsghdr`s, each padded to the alignment of its length field): level,
 /// type and data of each.
-fn control_messages(control: &[u8]) -> impl Iterator<Item = (i32, i32, &[u8])> {
+pub(super) fn control_messages(control: &[u8]) -> impl Iterator<Item = (i32, i32, &[u8])> {
     const LEN: usize = size_of::<usize>();
     const HEADER: usize = LEN + 2 * size_of::<i32>();
     let mut rest = control;
@@ -163,6 +163,7 @@ impl RingDatagram {
             if let Some(errno) = slot.ended {
                 return Poll::Ready(Err(io::Error::from_raw_os_error(errno)));
             }
+            inner.readers_waiting += usize::from(slot.reader.is_none());
             keep_waker(&mut slot.reader, cx);
         }
         // A receive ended for want of buffers: armed again, now that
@@ -366,7 +367,8 @@ impl Inner {
                 false => slot.received.push_back((id, result as u32)),
             }
         }
-        slot.wake_reader();
+        let woke = slot.wake_reader();
+        self.readers_waiting -= usize::from(woke);
     }
 
     /// Ends slot `index`'s multishot receive: it completes, cancelled, and

@@ -20,6 +20,12 @@
 //! queue and sent at the end of the turn, all of a connection's writes of
 //! one turn in one send.
 //!
+//! A worker whose every request loop waits for a response may instead
+//! wait in `io_uring_enter` for a few completions at once ([`Batch`]): one
+//! kernel entry and one wake for several responses. Its stream sockets then
+//! have the kernel stamp what they receive (`stamp`), so that each response
+//! is still timed from its arrival, not from the end of the wait.
+//!
 //! A [`RingSocket`] is `AsyncRead + AsyncWrite`, so HTTP/1.1, HTTP/2 and
 //! TLS run over it unchanged; a [`RingDatagram`] carries HTTP/3's UDP
 //! (`datagram`). Written by hand rather than through a
@@ -27,6 +33,7 @@
 //! it must keep tokio's timers and the pacer as they are.
 
 mod datagram;
+mod stamp;
 mod timer;
 mod turn;
 
@@ -209,8 +216,13 @@ impl Drop for Provided {
 struct Slot {
     fd: Option<OwnedFd>,
     generation: u32,
-    /// Buffers received and not yet read: id and length.
+    /// Buffers received and not yet read: id and length (of the bytes
+    /// received, which a stamped buffer holds from `stamp::PAYLOAD_AT`).
     received: VecDeque<(u16, u32)>,
+    /// The kernel stamps what the socket receives (`stamp`).
+    stamped: bool,
+    /// When the kernel received the buffer read last, where stamped.
+    read_stamp: Option<Instant>,
     /// Bytes of the front buffer already read.
     consumed: usize,
     receiving: bool,
@@ -246,9 +258,14 @@ struct Slot {
 }
 
 impl Slot {
-    fn wake_reader(&mut self) {
-        if let Some(waker) = self.reader.take() {
-            waker.wake();
+    /// Wakes the task waiting to read, if one is: whether one was.
+    fn wake_reader(&mut self) -> bool {
+        match self.reader.take() {
+            Some(waker) => {
+                waker.wake();
+                true
+            }
+            None => false,
         }
     }
 
@@ -290,6 +307,12 @@ struct Inner {
     signalled: bool,
     /// The pacer's sleep.
     timer: timer::TimerSlot,
+    /// Sockets whose task waits for bytes (a reader's waker is kept).
+    readers_waiting: usize,
+    /// Stream sockets adopted from now on have what they receive stamped.
+    stamping: Option<stamp::Stamping>,
+    /// A socket refused the stamps: the ring no longer waits for batches.
+    stamps_refused: bool,
 }
 
 /// What tokio's reactor watches to learn that the ring has work: the
@@ -316,6 +339,19 @@ pub struct Ring {
     /// First, so it leaves tokio's reactor before the ring's fd closes.
     ready: AsyncFd<Watched>,
     inner: RefCell<Inner>,
+    batch: std::cell::Cell<Option<Batch>>,
+}
+
+/// How a ring waits for its completions in a batch.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch {
+    /// The worker's request loops: the ring waits in the kernel only while
+    /// every one of them waits for bytes.
+    pub loops: usize,
+    /// Completions it waits for at most.
+    pub size: u32,
+    /// How long it waits at most.
+    pub linger: Duration,
 }
 
 impl Ring {
@@ -364,7 +400,11 @@ impl Ring {
                 registered,
                 signalled: deferred,
                 timer: timer::TimerSlot::default(),
+                readers_waiting: 0,
+                stamping: None,
+                stamps_refused: false,
             }),
+            batch: std::cell::Cell::new(None),
         }))
     }
 
@@ -393,12 +433,22 @@ impl Ring {
             // The table refused it: this and later slots go by descriptor.
             inner.registered = index;
         }
+        let stamped = !datagram
+            && inner.stamping.is_some()
+            && match stamp::enable(fd.as_raw_fd()) {
+                Ok(()) => true,
+                Err(_) => {
+                    inner.stamps_refused = true;
+                    false
+                }
+            };
         let slot = &mut inner.slots[index];
         let generation = slot.generation;
         *slot = Slot {
             fd: Some(fd),
             generation,
             datagram,
+            stamped,
             ..Slot::default()
         };
         // Armed at once, so the first response finds it waiting.
@@ -427,6 +477,12 @@ impl Ring {
                 turn.begin(cx);
                 self.poll_completions(cx);
                 let out = work.as_mut().poll(&mut in_turn);
+                if out.is_pending() && !turn.woken() && self.wait_for_batch() {
+                    // The sends went out with the wait; the next pass
+                    // reaps what it waited for.
+                    turn.end();
+                    continue;
+                }
                 let left = {
                     let mut inner = self.inner.borrow_mut();
                     inner.submit();
@@ -444,6 +500,41 @@ impl Ring {
             Poll::Pending
         })
         .await
+    }
+
+    /// Has the kernel stamp what the stream sockets adopted from now on
+    /// receive, for [`RingSocket::received_at`]; needed to wait for batches.
+    pub fn stamp_receives(&self) {
+        self.inner.borrow_mut().stamping = Some(stamp::Stamping::new());
+    }
+
+    /// Sets how the ring waits for completions (`None`: in tokio's reactor,
+    /// as for any other descriptor).
+    pub fn set_batch(&self, batch: Option<Batch>) {
+        self.batch.set(batch);
+    }
+
+    /// With a batch set and every loop waiting for bytes: waits in the
+    /// kernel for the batch's completions, or its linger, and says so
+    /// (`true`: the turn goes on with another pass).
+    fn wait_for_batch(&self) -> bool {
+        let Some(batch) = self.batch.get() else {
+            return false;
+        };
+        let mut inner = self.inner.borrow_mut();
+        // Unstamped, a response read after the wait would be timed late.
+        let stamped = inner.stamping.is_some() && !inner.stamps_refused;
+        if !stamped || inner.readers_waiting < batch.loops.max(1) {
+            return false;
+        }
+        let responses = (batch.size as usize).min(inner.readers_waiting);
+        let before = inner.in_flight;
+        inner.start_sends();
+        // Each send started here posts a completion of its own, which is
+        // not what the wait is for.
+        let sends = (inner.in_flight - before) as usize;
+        inner.wait_in_kernel(responses + sends, batch.linger);
+        true
     }
 
     /// Reaps every completion, running the work the kernel deferred, and
@@ -558,6 +649,7 @@ impl Inner {
                 errno => Err(io::Error::from_raw_os_error(errno)),
             });
         }
+        self.readers_waiting += usize::from(slot.reader.is_none());
         keep_waker(&mut slot.reader, cx);
         if !slot.receiving {
             self.arm_receive(index);
@@ -569,8 +661,9 @@ impl Inner {
         let slot = &mut self.slots[index];
         let Some(fd) = &slot.fd else { return };
         let fixed = index < self.registered;
-        let entry = match &self.datagrams {
-            Some(receiving) if slot.datagram => receiving.entry(fixed, index, fd.as_raw_fd()),
+        let entry = match (&self.datagrams, &self.stamping) {
+            (Some(receiving), _) if slot.datagram => receiving.entry(fixed, index, fd.as_raw_fd()),
+            (_, Some(stamping)) if slot.stamped => stamping.entry(fixed, index, fd.as_raw_fd()),
             _ => match fixed {
                 true => opcode::RecvMulti::new(types::Fixed(index as u32), BUFFER_GROUP).build(),
                 false => opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUFFER_GROUP).build(),
@@ -638,6 +731,23 @@ impl Inner {
         self.unsubmitted = false;
     }
 
+    /// Submits what is pushed and waits in the kernel until `want`
+    /// completions are posted or `linger` has passed, with the eventfd
+    /// quiet as in [`Self::enter_quietly`].
+    fn wait_in_kernel(&mut self, want: usize, linger: Duration) {
+        let linger = types::Timespec::from(linger);
+        let args = types::SubmitArgs::new().timespec(&linger);
+        if self.signalled {
+            self.uring.completion().disable_eventfd();
+        }
+        let _ = self.uring.submitter().submit_with_args(want, &args);
+        if self.signalled {
+            self.uring.completion().enable_eventfd();
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+        self.unsubmitted = false;
+    }
+
     /// Whether completion work or completions are waiting that no signal
     /// may announce.
     fn work_left(&mut self) -> bool {
@@ -650,22 +760,7 @@ impl Inner {
         // more queued behind it (listed again by `sent`), which goes out
         // now rather than at a turn that may be long in coming.
         for _ in 0..2 {
-            let mut listed = std::mem::take(&mut self.to_send);
-            for index in listed.drain(..) {
-                let slot = &mut self.slots[index];
-                slot.listed = false;
-                // A send in flight starts the next when it completes.
-                if slot.sends > 0 || slot.queued.is_empty() || slot.dropped {
-                    continue;
-                }
-                std::mem::swap(&mut slot.queued, &mut slot.sending);
-                slot.sent = 0;
-                match slot.datagram {
-                    true => self.start_datagram_sends(index),
-                    false => self.start_send(index),
-                }
-            }
-            self.to_send = listed;
+            self.start_sends();
             if self.unsubmitted || self.uring.submission().taskrun() {
                 // With deferred work pending this also runs it (the crate
                 // adds GETEVENTS): sends and receives done inline are
@@ -680,9 +775,34 @@ impl Inner {
         }
     }
 
+    /// Pushes the sends of the sockets listed in `to_send`.
+    fn start_sends(&mut self) {
+        let mut listed = std::mem::take(&mut self.to_send);
+        for index in listed.drain(..) {
+            let slot = &mut self.slots[index];
+            slot.listed = false;
+            // A send in flight starts the next when it completes.
+            if slot.sends > 0 || slot.queued.is_empty() || slot.dropped {
+                continue;
+            }
+            std::mem::swap(&mut slot.queued, &mut slot.sending);
+            slot.sent = 0;
+            match slot.datagram {
+                true => self.start_datagram_sends(index),
+                false => self.start_send(index),
+            }
+        }
+        self.to_send = listed;
+    }
+
     fn reap(&mut self) {
         let mut reaped = std::mem::take(&mut self.reaped);
         reaped.extend(self.uring.completion());
+        if let Some(stamping) = &mut self.stamping
+            && !reaped.is_empty()
+        {
+            stamping.read_clocks();
+        }
         for cqe in reaped.drain(..) {
             if cqe.user_data() == u64::MAX {
                 continue; // the cancel-all of `Drop`
@@ -718,10 +838,20 @@ impl Inner {
         }
         if result > 0 {
             let id = cqueue::buffer_select(flags).expect("a multishot receive picks a buffer");
-            if slot.dropped {
+            let len = match &self.stamping {
+                Some(stamping) if slot.stamped => {
+                    stamping.payload_len(self.provided.bytes(id, result as usize))
+                }
+                _ => result as usize,
+            };
+            if slot.dropped || len == 0 {
                 self.provided.give_back(id);
             } else {
-                slot.received.push_back((id, result as u32));
+                slot.received.push_back((id, len as u32));
+            }
+            // A stamped receive's end of stream is a message of no bytes.
+            if len == 0 && !slot.dropped {
+                slot.ended = Some(0);
             }
         } else if result == 0 {
             slot.ended = Some(0);
@@ -730,7 +860,8 @@ impl Inner {
         }
         // ENOBUFS: every buffer is taken; re-armed when this socket is read
         // next, by then buffers are back.
-        slot.wake_reader();
+        let woke = slot.wake_reader();
+        self.readers_waiting -= usize::from(woke);
     }
 
     fn sent(&mut self, index: usize, result: i32) {
@@ -780,7 +911,7 @@ impl Inner {
         slot.sending = Vec::new();
         slot.batches = Vec::new();
         slot.headers = Vec::new();
-        slot.reader = None;
+        self.readers_waiting -= usize::from(slot.reader.take().is_some());
         slot.writer = None;
         self.free.push(index);
     }
@@ -804,7 +935,7 @@ impl AsyncRead for RingSocket {
             let Some(&(id, len)) = slot.received.front() else {
                 break;
             };
-            let bytes = &inner.provided.bytes(id, len as usize)[slot.consumed..];
+            let bytes = &front_bytes(slot, &inner.provided, &inner.stamping, id, len)[slot.consumed..];
             let n = bytes.len().min(buf.remaining());
             buf.put_slice(&bytes[..n]);
             slot.consumed += n;
@@ -829,7 +960,7 @@ impl RingSocket {
         let inner = &mut *inner;
         let slot = &mut inner.slots[self.index];
         let &(id, len) = slot.received.front()?;
-        let waiting = &inner.provided.bytes(id, len as usize)[slot.consumed..];
+        let waiting = &front_bytes(slot, &inner.provided, &inner.stamping, id, len)[slot.consumed..];
         let (n, out) = take(waiting);
         slot.consumed += n.min(waiting.len());
         if slot.consumed == len as usize {
@@ -838,6 +969,13 @@ impl RingSocket {
             inner.provided.give_back(id);
         }
         Some(out)
+    }
+
+    /// When the kernel received the bytes read last (the buffer the last
+    /// read took bytes from), on a ring that stamps them
+    /// ([`Ring::stamp_receives`]).
+    pub fn received_at(&self) -> Option<Instant> {
+        self.ring.inner.borrow().slots[self.index].read_stamp
     }
 
     /// Whether nothing received waits to be read and the stream goes on:
@@ -917,6 +1055,28 @@ impl Drop for RingSocket {
             // SAFETY: a plain syscall on a descriptor this slot owns.
             unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
         }
+    }
+}
+
+/// The bytes of `slot`'s oldest received buffer, `id` holding `len` of
+/// them; a stamped buffer's stamp becomes the slot's when it is first read.
+fn front_bytes<'a>(
+    slot: &mut Slot,
+    provided: &'a Provided,
+    stamping: &Option<stamp::Stamping>,
+    id: u16,
+    len: u32,
+) -> &'a [u8] {
+    let len = len as usize;
+    match stamping {
+        Some(stamping) if slot.stamped => {
+            let buffer = provided.bytes(id, stamp::PAYLOAD_AT + len);
+            if slot.consumed == 0 {
+                slot.read_stamp = stamping.received_at(buffer);
+            }
+            &buffer[stamp::PAYLOAD_AT..]
+        }
+        _ => provided.bytes(id, len),
     }
 }
 
@@ -1018,7 +1178,126 @@ pub(super) mod tests {
     /// provided buffer, the end of stream, and the slot reused after.
     #[test]
     fn a_ring_socket_reads_writes_and_ends() {
+        on_a_ring(2, echo_through);
+    }
+
+    /// The same where the kernel stamps what the sockets receive: the
+    /// bytes come whole and in order from behind each buffer's stamp.
+    #[test]
+    fn a_stamped_ring_socket_reads_writes_and_ends() {
         on_a_ring(2, async |ring| {
+            ring.stamp_receives();
+            echo_through(ring).await;
+        });
+    }
+
+    /// A stamped socket says when the kernel received what it read last,
+    /// not when it was reaped or read: bytes left waiting 40 ms are read with a
+    /// stamp from before the wait, and each later buffer with its own.
+    #[test]
+    fn a_stamped_socket_reads_with_when_the_kernel_received_the_bytes() {
+        on_a_ring(1, async |ring| {
+            ring.stamp_receives();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let (mut peer, _) = listener.accept().unwrap();
+                // Once the socket asks for stamps: bytes that came before
+                // have none.
+                peer.read_exact(&mut [0u8; 2]).unwrap();
+                // While the worker below is blocked.
+                std::thread::sleep(Duration::from_millis(5));
+                peer.write_all(b"first").unwrap();
+                std::thread::sleep(Duration::from_millis(60));
+                peer.write_all(b"second").unwrap();
+            });
+            let connected = Instant::now();
+            let tcp = std::net::TcpStream::connect(addr).unwrap();
+            tcp.set_nonblocking(true).unwrap();
+            let mut socket = ring.adopt(OwnedFd::from(tcp));
+            ring.run(async {
+                socket.write_all(b"go").await.unwrap();
+                // The turn ends, and sends it.
+                tokio::task::yield_now().await;
+                // Blocking, so the bytes are not even reaped before it
+                // ends (as in a wait for a batch): a stamp taken when they
+                // were reaped would fail the test as one taken when read.
+                std::thread::sleep(Duration::from_millis(40));
+                let mut buf = [0u8; 64];
+                let n = socket.read(&mut buf).await.unwrap();
+                let read_at = Instant::now();
+                assert_eq!(&buf[..n], b"first");
+                let first = socket.received_at().expect("the first bytes are stamped");
+                assert!(first >= connected, "stamped before the connection was made");
+                assert!(
+                    read_at.duration_since(first) >= Duration::from_millis(30),
+                    "stamped {:?} before they were read, not at their arrival",
+                    read_at.duration_since(first)
+                );
+                let n = socket.read(&mut buf).await.unwrap();
+                assert_eq!(&buf[..n], b"second");
+                let second = socket.received_at().expect("the second bytes are stamped");
+                assert!(second.duration_since(first) >= Duration::from_millis(50));
+                assert!(second <= Instant::now());
+                assert_eq!(socket.read(&mut buf).await.unwrap(), 0, "the stream has ended");
+            })
+            .await;
+            peer.join().unwrap();
+        });
+    }
+
+    /// A ring waiting in the kernel for a batch that never comes (a server
+    /// that answers nothing) still gives tokio its turn within a few
+    /// lingers, so its timers (the request timeout, the run's end) run on
+    /// time; and bytes that come end the wait.
+    #[test]
+    fn a_ring_waiting_for_a_batch_lets_timers_run_and_wakes_for_bytes() {
+        on_a_ring(1, async |ring| {
+            ring.stamp_receives();
+            ring.set_batch(Some(Batch {
+                loops: 1,
+                size: 8,
+                linger: Duration::from_micros(500),
+            }));
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = std::thread::spawn(move || {
+                use std::io::Write;
+                let (mut peer, _) = listener.accept().unwrap();
+                std::thread::sleep(Duration::from_millis(150));
+                peer.write_all(b"late").unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            });
+            let tcp = std::net::TcpStream::connect(addr).unwrap();
+            tcp.set_nonblocking(true).unwrap();
+            let mut socket = ring.adopt(OwnedFd::from(tcp));
+            let began = Instant::now();
+            let mut buf = [0u8; 16];
+            let timer = ring
+                .run(async {
+                    tokio::select! {
+                        _ = socket.read(&mut buf) => None,
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => Some(began.elapsed()),
+                    }
+                })
+                .await;
+            let timer = timer.expect("the timer fired before any bytes came");
+            assert!(
+                timer < Duration::from_millis(80),
+                "the timer fired after {timer:?}"
+            );
+            let n = ring.run(socket.read(&mut buf)).await.unwrap();
+            assert_eq!(&buf[..n], b"late");
+            let read = began.elapsed();
+            assert!(read < Duration::from_millis(190), "read after {read:?}");
+            assert!(socket.received_at().is_some());
+            peer.join().unwrap();
+        });
+    }
+
+    async fn echo_through(ring: Rc<Ring>) {
+        {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = listener.local_addr().unwrap();
             let echo = std::thread::spawn(move || {
@@ -1054,7 +1333,7 @@ pub(super) mod tests {
             assert_eq!(inner.free.len(), inner.slots.len());
             assert_eq!(inner.in_flight, 0);
             echo.join().unwrap();
-        });
+        }
     }
 
     /// Work that wakes itself at every poll (a server that never lets up)

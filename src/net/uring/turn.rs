@@ -37,6 +37,11 @@ impl TurnWaker {
         self.in_turn.store(true, Ordering::SeqCst);
     }
 
+    /// Whether the turn woke something so far.
+    pub fn woken(&self) -> bool {
+        self.again.load(Ordering::SeqCst)
+    }
+
     /// The turn is over: whether it woke something, which wants another
     /// pass before the task sleeps.
     pub fn end(&self) -> bool {
