@@ -374,7 +374,7 @@ pub struct RunArgs {
     pub io: IoChoice,
     /// On io_uring, read each response as soon as it is in. By default a
     /// worker running plain HTTP/1.1 (kept alive, not pipelined, no plan)
-    /// in the closed model with 8 connections or more per thread waits in
+    /// in the closed model with 8 to 1,024 connections per thread waits in
     /// the kernel for a few responses at once (a quarter of its
     /// connections, up to 32) or 500 us, whichever comes first: fewer system
     /// calls and wake-ups per request. The wait is never counted in latency: each response is
