@@ -169,6 +169,7 @@ def volley_figures(cmd, cores, limit):
         "errors": summary["errors"],
         "bad_status": sum(n for code, n in summary["status"].items() if not code.startswith("2")),
         "p50_ms": summary["latency_ms"]["p50"],
+        "p99_ms": summary["latency_ms"]["p99"],
         "cpu_us_per_req": 1e6 * cpu / max(summary["requests"], 1),
         "user_us_per_req": 1e6 * cpu.user / max(summary["requests"], 1),
         "rss_mb": rss / 1024,

@@ -7,7 +7,10 @@ within each round, so drifts in machine speed hit all alike; each process's
 own CPU time (in user space and in the kernel) and peak RSS come from GNU
 time, and the medians are printed as ratios against shb, run twice:
 unbatched (`--batch-size 1 --batch-linger 1`, each completion handled as it
-comes, as volley does) and as it runs by default (holding completions up to 500 us to batch them). Where a connection
+comes) and as it runs by default (holding completions up to 500 us to batch
+them). Over HTTP/1.1 volley on io_uring waits for batches too, each response
+timed by the kernel's receive stamp; it also runs with `--no-batch`, to show
+what the batches save and that its latencies read the same. Where a connection
 carries several streams, volley also runs with `--coalesce` (its streams'
 requests go out in rounds, one write each; every response still read as it
 comes), on epoll, as `--io auto` runs HTTP/2. Every load goes to 127.0.0.1
@@ -95,13 +98,15 @@ def main():
     }
     tools = [("volley io_uring", run_volley("uring")), ("volley epoll", run_volley("epoll")),
              ("volley coalesced", run_volley("epoll", ["--coalesce"])),
+             ("volley io_uring --no-batch", run_volley("uring", ["--no-batch"])),
              ("shb unbatched", run_shb(False)), ("shb", run_shb(True)), ("wrk", run_wrk_case)]
     results = []
     try:
         for key in args.cases.split(","):
             label, target, conns, streams = cases[key]
             case_tools = [t for t in tools if not (streams and t[0] == "wrk")
-                          and not ((streams or 1) < 2 and t[0] == "volley coalesced")]
+                          and not ((streams or 1) < 2 and t[0] == "volley coalesced")
+                          and not (streams and t[0] == "volley io_uring --no-batch")]
             rounds = alternate(key, case_tools, args.rounds,
                                lambda tool, fn: fn(target, conns, args.secs, gen_cores, streams=streams))
             results.append((label, rounds))
@@ -130,6 +135,14 @@ def main():
                 f"{cpu('shb'):.2f} us", cpu(tool) / cpu("shb"), "<= 1.0 (aim)")
             row("req/s, volley --coalesce vs shb", f"{rps(tool):,.0f}", f"{rps('shb'):,.0f}",
                 rps(tool) / rps("shb"), ">= 1.0 unless nginx is the limit")
+        if "volley io_uring --no-batch" in rounds:
+            tool = "volley io_uring --no-batch"
+            row("CPU/request, volley on io_uring --no-batch vs shb unbatched", f"{cpu(tool):.2f} us",
+                f"{cpu('shb unbatched'):.2f} us", cpu(tool) / cpu("shb unbatched"), "reported")
+            for q in ("p50", "p99"):
+                batched, unbatched = (median(rounds[t], f"{q}_ms") for t in ("volley io_uring", tool))
+                row(f"{q}, volley on io_uring (batches) vs the same with --no-batch", f"{batched:.3f} ms",
+                    f"{unbatched:.3f} ms", batched / unbatched, "reported")
         row("req/s, volley on io_uring vs shb", f"{rps('volley io_uring'):,.0f}", f"{rps('shb'):,.0f}",
             rps("volley io_uring") / rps("shb"), ">= 1.0 unless nginx is the limit")
         p50 = median(rounds["volley io_uring"], "p50_ms")
