@@ -315,7 +315,7 @@ impl Driver {
             }
             _ => socket.reader.poll_whole_response(stream, cx, is_head, known),
         };
-        let read = match read {
+        let mut read = match read {
             Poll::Pending if self.registered && !*waited => {
                 *waited = true;
                 return Poll::Pending;
@@ -330,7 +330,6 @@ impl Driver {
             }
             read => read,
         };
-        let mut read = read;
         if let Poll::Ready(Ok(Some(head))) = &mut read {
             head.received_at = socket.stream.as_ref().and_then(Stream::received_at);
         }

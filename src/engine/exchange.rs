@@ -157,7 +157,9 @@ pub(super) fn record_response(
     // A request its connection held back (`--coalesce`, closed model only)
     // was sent when it went out, not when its ticket was taken.
     let (intended, sent_at) = head.sent_at.map_or((ticket.intended, sent_at), |t| (t, t));
-    let received = head.received_at.unwrap_or(now);
+    // A stamp from before the send (bytes a server sent unasked, read
+    // with this response) cannot be its arrival: then it counts as read.
+    let received = head.received_at.filter(|&at| at >= sent_at).unwrap_or(now);
     let (latency_us, service_us) = latency_and_service(intended, sent_at, received);
     let sample = Sample {
         latency_us,
