@@ -8,6 +8,8 @@
 #
 #   bench/vs-shb.sh                  # 3 rounds, writes its table into bench/RESULTS.md
 #   bench/vs-shb.sh --rounds 1 --no-write --cases c50
+#   bench/vs-shb.sh --no-write --cases c4000 --baseline OLD_BIN \
+#       --only "volley io_uring,baseline io_uring,shb unbatched"   # a build against an earlier one
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -27,12 +27,12 @@ from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, free_port, measu
 
 SHB = os.environ.get("SHB", "shb")
 
-def run_volley(io, more=()):
+def run_volley(io, more=(), binary=VOLLEY):
     def run(url, conns, secs, cores, streams=None):
         extra = ["--io", io, *more]
         if streams:
             extra += ["--http2", "--streams", str(streams)]
-        cmd = [str(VOLLEY), "run", "-c", str(conns), "-t", "1", "-d", f"{secs}s", "--json", *extra, url]
+        cmd = [str(binary), "run", "-c", str(conns), "-t", "1", "-d", f"{secs}s", "--json", *extra, url]
         return volley_figures(cmd, cores, secs + 60)
     return run
 
@@ -73,6 +73,11 @@ def main():
     ap.add_argument("--secs", type=int, default=5, help="seconds per measured run")
     ap.add_argument("--cases", default="c50,c4000,h2c10x10,h2c50x1")
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="an earlier volley binary, run on io_uring beside this build (as 'baseline io_uring')")
+    ap.add_argument("--only", metavar="TOOLS",
+                    help="run only these tools (comma-separated names as the table prints them) and print "
+                         "each one's medians and its ratios to the first, instead of the table")
     args = ap.parse_args()
 
     cpus = sorted(os.sched_getaffinity(0))
@@ -100,6 +105,14 @@ def main():
              ("volley coalesced", run_volley("epoll", ["--coalesce"])),
              ("volley io_uring --no-batch", run_volley("uring", ["--no-batch"])),
              ("shb unbatched", run_shb(False)), ("shb", run_shb(True)), ("wrk", run_wrk_case)]
+    if args.baseline:
+        tools.append(("baseline io_uring", run_volley("uring", binary=args.baseline)))
+    if args.only:
+        named = dict(tools)
+        unknown = [name for name in args.only.split(",") if name not in named]
+        if unknown:
+            raise SystemExit(f"--only: no tool named {', '.join(unknown)} (they are: {', '.join(named)})")
+        tools = [(name, named[name]) for name in args.only.split(",")]
     results = []
     try:
         for key in args.cases.split(","):
@@ -113,6 +126,9 @@ def main():
     finally:
         stop(nginx)
 
+    if args.only:
+        print_medians(results)
+        return
     rows = []
     for label, rounds in results:
         case = CaseRows(label, rounds, rows)
@@ -143,6 +159,11 @@ def main():
                 batched, unbatched = (median(rounds[t], f"{q}_ms") for t in ("volley io_uring", tool))
                 row(f"{q}, volley on io_uring (batches) vs the same with --no-batch", f"{batched:.3f} ms",
                     f"{unbatched:.3f} ms", batched / unbatched, "reported")
+        if "baseline io_uring" in rounds:
+            tool = "baseline io_uring"
+            row("CPU/request, volley on io_uring vs the baseline build on io_uring",
+                f"{cpu('volley io_uring'):.2f} us", f"{cpu(tool):.2f} us",
+                cpu("volley io_uring") / cpu(tool), "reported")
         row("req/s, volley on io_uring vs shb", f"{rps('volley io_uring'):,.0f}", f"{rps('shb'):,.0f}",
             rps("volley io_uring") / rps("shb"), ">= 1.0 unless nginx is the limit")
         p50 = median(rounds["volley io_uring"], "p50_ms")
@@ -159,6 +180,22 @@ def main():
              f"{gen_cores}; {shb_version}; medians of {args.rounds} alternating rounds of {args.secs} s")
     publish("<!-- generated-shb:start -->", "<!-- generated-shb:end -->", setup, "shb", rows,
             write=not args.no_write)
+
+def print_medians(results):
+    """For `--only`: each tool's medians per case, and their ratios to the
+    first tool's."""
+    figures = (("cpu_us_per_req", "CPU us/req"), ("rps", "req/s"), ("p50_ms", "p50 ms"))
+    for label, rounds in results:
+        print(f"\n{label}")
+        first = next(iter(rounds))
+        for tool, runs in rounds.items():
+            cells = []
+            for key, name in figures:
+                if all(key in run for run in runs):
+                    mine, theirs = median(runs, key), median(rounds[first], key)
+                    cells.append(f"{name} {mine:,.3f} ({mine / theirs:.3f}x)")
+            print(f"  {tool:28} " + "  ".join(cells))
+
 
 if __name__ == "__main__":
     main()
