@@ -718,17 +718,7 @@ impl Inner {
     /// turn with nothing to do. Work the kernel queued meanwhile went
     /// unsignalled: [`Self::work_left`] tells the turn to take it.
     fn enter_quietly(&mut self) {
-        if self.signalled {
-            self.uring.completion().disable_eventfd();
-        }
-        let _ = self.uring.submit();
-        if self.signalled {
-            self.uring.completion().enable_eventfd();
-            // Against the kernel's flag-then-signal: either it sees the
-            // signal back on, or `work_left` sees its flag.
-            std::sync::atomic::fence(Ordering::SeqCst);
-        }
-        self.unsubmitted = false;
+        self.quietly(|uring| uring.submit());
     }
 
     /// Submits what is pushed and waits in the kernel until `want`
@@ -737,12 +727,22 @@ impl Inner {
     fn wait_in_kernel(&mut self, want: usize, linger: Duration) {
         let linger = types::Timespec::from(linger);
         let args = types::SubmitArgs::new().timespec(&linger);
+        self.quietly(|uring| uring.submitter().submit_with_args(want, &args));
+    }
+
+    /// Enters the kernel through `enter` with the eventfd's signal off
+    /// meanwhile: what this side reaps itself needs no signal.
+    fn quietly(&mut self, enter: impl FnOnce(&IoUring) -> io::Result<usize>) {
         if self.signalled {
             self.uring.completion().disable_eventfd();
         }
-        let _ = self.uring.submitter().submit_with_args(want, &args);
+        // An interrupted or busy entry leaves the entries queued for the
+        // next one; nothing here waits on its result.
+        let _ = enter(&self.uring);
         if self.signalled {
             self.uring.completion().enable_eventfd();
+            // Against the kernel's flag-then-signal: either it sees the
+            // signal back on, or `work_left` sees its flag.
             std::sync::atomic::fence(Ordering::SeqCst);
         }
         self.unsubmitted = false;
