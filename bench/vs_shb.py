@@ -184,7 +184,8 @@ def main():
 def print_medians(results):
     """For `--only`: each tool's medians per case, and their ratios to the
     first tool's."""
-    figures = (("cpu_us_per_req", "CPU us/req"), ("rps", "req/s"), ("p50_ms", "p50 ms"))
+    figures = (("cpu_us_per_req", "CPU us/req"), ("user_us_per_req", "user us/req"), ("rps", "req/s"),
+               ("p50_ms", "p50 ms"))
     for label, rounds in results:
         print(f"\n{label}")
         first = next(iter(rounds))
