@@ -188,6 +188,9 @@ def print_medians(results):
                ("p50_ms", "p50 ms"))
     for label, rounds in results:
         print(f"\n{label}")
+        if not rounds:
+            print("  none of these tools runs this case")
+            continue
         first = next(iter(rounds))
         for tool, runs in rounds.items():
             cells = []
