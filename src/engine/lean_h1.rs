@@ -24,7 +24,7 @@ use super::exchange::{WorkerCtx, fail, record_response};
 use super::feed::{Feed, Ticket, YIELD_EVERY};
 use super::{Prepared, Shared};
 use crate::http1::RequestBytes;
-use crate::net::uring::Batch;
+use crate::net::uring::{Batch, MAX_BUFFERS};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -54,12 +54,13 @@ fn settings_fit(shared: &Shared) -> bool {
 /// it saves.
 const BATCH_FROM: usize = 8;
 /// Connections past which a worker does not wait for batches: its ring's
-/// receive buffers (1,024 at most) could then run dry between two waits,
-/// and the receives that find none end and are armed again over and over
-/// (at 10,000 connections on one thread, 7 such receives per request and
-/// 0.6x the requests; at 4,000, some runs 0.9 per request and 1.2x the
-/// CPU per request, others none).
-const BATCH_UP_TO: usize = 1024;
+/// receive buffers are then fewer than its connections, and run dry
+/// between two waits once every connection has a response waiting, so the
+/// receives that find none end and are armed again over and over (at
+/// 10,000 connections on one thread, 7 such receives per request and 0.6x
+/// the requests; at 4,000, some runs 0.9 per request and 1.2x the CPU per
+/// request, others none).
+const BATCH_UP_TO: usize = MAX_BUFFERS;
 /// Completions a ring waits for at most: a quarter of its connections up
 /// to this, so that most of them stay busy with the server while it waits.
 /// (32 measured 0.90x the CPU per request of 8 at 4,000 connections and

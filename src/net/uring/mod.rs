@@ -73,7 +73,9 @@ const COMPLETION_ENTRIES: u32 = 32 * 1024;
 /// finds none left ends and is armed again when its socket is next read.
 /// 50 connections hold 256 KiB, 512 and more 2 MiB, per worker.
 const MIN_BUFFERS: usize = 128;
-const MAX_BUFFERS: usize = 1024;
+/// The most buffers a worker's pool holds: up to this many connections it
+/// has at least one for each, whatever they all have waiting.
+pub const MAX_BUFFERS: usize = 1024;
 const BUFFER_SIZE: usize = 2048;
 /// Sockets a ring registers with the kernel (registered files skip a
 /// descriptor lookup per operation); more use plain descriptors.
