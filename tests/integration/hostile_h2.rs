@@ -24,6 +24,13 @@ fn offend(mut conn: TcpStream, offence: fn(u32) -> Vec<u8>) {
     }
 }
 
+/// A hostile run over HTTP/2 against a server of `offend`, ended after a few
+/// requests: each connection is refused at its first response, so the run
+/// need not go on for its whole duration to show it.
+fn run_refused(addr: std::net::SocketAddr) -> Value {
+    run_hostile(addr, &["--http2", "-n", "3"])
+}
+
 /// A run against a server of `offend`, which must count `protocol` errors
 /// whose example says `why`.
 fn assert_refused(s: &Value, why: &str) {
@@ -40,37 +47,28 @@ fn window_update(stream: u32, increment: u32) -> Vec<u8> {
 fn a_connection_window_update_that_overflows_is_refused() {
     let _serial = exclusive();
     let addr = serve(|conn| offend(conn, |_| window_update(0, 0x7fff_ffff)));
-    assert_refused(
-        &run_hostile(addr, &["--http2"]),
-        "WINDOW_UPDATE overflowed the window",
-    );
+    assert_refused(&run_refused(addr), "WINDOW_UPDATE overflowed the window");
 }
 
 #[test]
 fn a_zero_connection_window_update_is_refused() {
     let _serial = exclusive();
     let addr = serve(|conn| offend(conn, |_| window_update(0, 0)));
-    assert_refused(&run_hostile(addr, &["--http2"]), "WINDOW_UPDATE of zero");
+    assert_refused(&run_refused(addr), "WINDOW_UPDATE of zero");
 }
 
 #[test]
 fn a_stream_window_update_that_overflows_is_refused() {
     let _serial = exclusive();
     let addr = serve(|conn| offend(conn, |id| window_update(id, 0x7fff_ffff)));
-    assert_refused(
-        &run_hostile(addr, &["--http2"]),
-        "WINDOW_UPDATE overflowed the stream's window",
-    );
+    assert_refused(&run_refused(addr), "WINDOW_UPDATE overflowed the stream's window");
 }
 
 #[test]
 fn a_zero_stream_window_update_is_refused() {
     let _serial = exclusive();
     let addr = serve(|conn| offend(conn, |id| window_update(id, 0)));
-    assert_refused(
-        &run_hostile(addr, &["--http2"]),
-        "WINDOW_UPDATE of zero on the stream",
-    );
+    assert_refused(&run_refused(addr), "WINDOW_UPDATE of zero on the stream");
 }
 
 #[test]
@@ -78,10 +76,10 @@ fn frames_on_idle_streams_are_refused() {
     let _serial = exclusive();
     // HEADERS on a stream volley has not opened yet.
     let addr = serve(|conn| offend(conn, |id| frame(0x1, 0x5, id + 2, &[0x88])));
-    assert_refused(&run_hostile(addr, &["--http2"]), "stream volley never opened");
+    assert_refused(&run_refused(addr), "stream volley never opened");
     // DATA likewise.
     let addr = serve(|conn| offend(conn, |id| frame(0x0, 0x1, id + 10, b"x")));
-    assert_refused(&run_hostile(addr, &["--http2"]), "stream volley never opened");
+    assert_refused(&run_refused(addr), "stream volley never opened");
 }
 
 #[test]
@@ -95,7 +93,7 @@ fn a_second_final_headers_block_is_refused() {
             out
         })
     });
-    assert_refused(&run_hostile(addr, &["--http2"]), "second final response HEADERS");
+    assert_refused(&run_refused(addr), "second final response HEADERS");
 }
 
 #[test]
@@ -108,7 +106,7 @@ fn a_push_promise_is_refused() {
             frame(0x5, 0x4, id, &payload)
         })
     });
-    assert_refused(&run_hostile(addr, &["--http2"]), "server push");
+    assert_refused(&run_refused(addr), "server push");
 }
 
 /// One 4 KB header put in the HPACK dynamic table, then named 12,000
