@@ -25,8 +25,8 @@ fn offend(mut conn: TcpStream, offence: fn(u32) -> Vec<u8>) {
 }
 
 /// A hostile run over HTTP/2 against a server of `offend`, ended after a few
-/// requests: each connection is refused at its first response, so the run
-/// need not go on for its whole duration to show it.
+/// requests: the offence comes with the first response on each connection,
+/// so the run need not go on for its whole duration to show the refusal.
 fn run_refused(addr: std::net::SocketAddr) -> Value {
     run_hostile(addr, &["--http2", "-n", "3"])
 }
