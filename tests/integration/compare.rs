@@ -1,7 +1,7 @@
 //! `volley compare`: a 2x latency change is significant, two runs of the same
 //! target are not, and --fail-if turns a significant regression into exit 3.
 
-use super::support::{exclusive, stderr, stdout, target, url, volley};
+use super::support::{stderr, stdout, target, timed, url, volley};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -38,7 +38,7 @@ fn verdict<'t>(table: &'t str, metric: &str) -> &'t str {
 
 #[test]
 fn compare_tells_real_changes_from_noise() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (

@@ -4,7 +4,7 @@
 //! stream) adds up to the shards' own rows, and its final report is the
 //! very bytes `volley merge` writes from the shards' reports.
 
-use crate::support::{exclusive, num, read_report, stderr, stdout, target, url, volley};
+use crate::support::{num, read_report, stderr, stdout, target, timed, url, volley};
 use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
@@ -161,7 +161,7 @@ fn three_shards_followed_live_add_up_to_their_merge() {
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let followed = dir.path().join("followed.json");
-    let _quiet = exclusive();
+    let _quiet = timed();
     let mut args = vec!["merge", "--follow", "--grace", "5s", "--dashboard=127.0.0.1:0"];
     let files = streams(dir.path(), 3);
     args.extend(files.iter().map(String::as_str));
@@ -285,7 +285,7 @@ fn three_shards_followed_live_add_up_to_their_merge() {
 fn a_shard_killed_mid_run_is_gone_and_fails_the_follow() {
     let server = target();
     let dir = tempfile::tempdir().unwrap();
-    let _quiet = exclusive();
+    let _quiet = timed();
     let files = streams(dir.path(), 3);
     let follow_args = |extra: &[&'static str]| {
         let mut args = vec!["merge", "--follow", "--gone-after", "2s"];

@@ -12,7 +12,7 @@
 
 use super::h3_interop::{Aioquic, aioquic_python};
 use super::hostile::{count, run_assigning_plan_at};
-use super::support::{exclusive, num, schema_violations, stderr, summary, volley_json};
+use super::support::{exclusive, num, schema_violations, stderr, summary, timed, volley_json};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ fn assert_example(s: &Value, kind: &str, why: &str) {
 /// timeout as a TLS handshake that stalled, not as a silent port.
 #[test]
 fn a_handshake_that_never_finishes_fails_as_tls_by_the_connect_timeout() {
-    let _serial = exclusive();
+    let _serial = timed();
     let flags = ["-n", "2", "--connect-timeout", "1s"];
     let Some((s, counts)) = run_against("handshake", &flags, Duration::from_secs(2)) else {
         return;
@@ -175,7 +175,7 @@ fn a_qpack_bomb_is_refused_where_fields_are_kept() {
 /// timeout as a timeout.
 #[test]
 fn a_zero_flow_control_window_ends_each_request_at_its_timeout() {
-    let _serial = exclusive();
+    let _serial = timed();
     let flags = ["-n", "4", "--timeout", "500ms"];
     let Some((s, counts)) = run_against("zero-window", &flags, Duration::from_secs(2)) else {
         return;

@@ -4,7 +4,7 @@
 //! memory ([`run_hostile`]), the connection (or stream) given up.
 
 use super::hostile::{count, frame, h2_accept, run_assigning_plan, run_hostile, serve, status_block};
-use super::support::exclusive;
+use super::support::timed;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -45,35 +45,35 @@ fn window_update(stream: u32, increment: u32) -> Vec<u8> {
 
 #[test]
 fn a_connection_window_update_that_overflows_is_refused() {
-    let _serial = exclusive();
+    let _serial = timed();
     let addr = serve(|conn| offend(conn, |_| window_update(0, 0x7fff_ffff)));
     assert_refused(&run_refused(addr), "WINDOW_UPDATE overflowed the window");
 }
 
 #[test]
 fn a_zero_connection_window_update_is_refused() {
-    let _serial = exclusive();
+    let _serial = timed();
     let addr = serve(|conn| offend(conn, |_| window_update(0, 0)));
     assert_refused(&run_refused(addr), "WINDOW_UPDATE of zero");
 }
 
 #[test]
 fn a_stream_window_update_that_overflows_is_refused() {
-    let _serial = exclusive();
+    let _serial = timed();
     let addr = serve(|conn| offend(conn, |id| window_update(id, 0x7fff_ffff)));
     assert_refused(&run_refused(addr), "WINDOW_UPDATE overflowed the stream's window");
 }
 
 #[test]
 fn a_zero_stream_window_update_is_refused() {
-    let _serial = exclusive();
+    let _serial = timed();
     let addr = serve(|conn| offend(conn, |id| window_update(id, 0)));
     assert_refused(&run_refused(addr), "WINDOW_UPDATE of zero on the stream");
 }
 
 #[test]
 fn frames_on_idle_streams_are_refused() {
-    let _serial = exclusive();
+    let _serial = timed();
     // HEADERS on a stream volley has not opened yet.
     let addr = serve(|conn| offend(conn, |id| frame(0x1, 0x5, id + 2, &[0x88])));
     assert_refused(&run_refused(addr), "stream volley never opened");
@@ -84,7 +84,7 @@ fn frames_on_idle_streams_are_refused() {
 
 #[test]
 fn a_second_final_headers_block_is_refused() {
-    let _serial = exclusive();
+    let _serial = timed();
     let addr = serve(|conn| {
         offend(conn, |id| {
             // :status 200 (static index 8), twice, neither ending the stream.
@@ -98,7 +98,7 @@ fn a_second_final_headers_block_is_refused() {
 
 #[test]
 fn a_push_promise_is_refused() {
-    let _serial = exclusive();
+    let _serial = timed();
     let addr = serve(|conn| {
         offend(conn, |id| {
             let mut payload = 2u32.to_be_bytes().to_vec();
@@ -123,7 +123,7 @@ fn hpack_bomb(id: u32) -> Vec<u8> {
 
 #[test]
 fn a_header_list_past_the_advertised_limit_is_refused_where_headers_are_kept() {
-    let _serial = exclusive();
+    let _serial = timed();
     // Where nobody keeps the headers (volley run), only :status is decoded
     // into memory: the bomb costs nothing and the response counts.
     let addr = serve(|conn| offend(conn, hpack_bomb));

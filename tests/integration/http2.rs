@@ -3,7 +3,7 @@
 //! load model over the one request loop, and failures kept apart by kind.
 
 use super::support::{
-    assert_twenty_streams_of_100ms, exclusive, num, stderr, summary, target, url, volley, volley_json,
+    assert_twenty_streams_of_100ms, exclusive, num, stderr, summary, target, timed, url, volley, volley_json,
     wait_for_stats,
 };
 use volley::server::{ServerHandle, ServerOptions, spawn};
@@ -141,7 +141,7 @@ fn cacert_and_sni_over_http2() {
 /// waves of 20, where one request at a time would finish about ten.
 #[test]
 fn streams_of_one_connection_run_concurrently() {
-    let _alone = exclusive();
+    let _alone = timed();
     for (server, base) in [(target(), "http"), (tls_target(), "https")] {
         let target_url = format!("{base}://{}/sleep/100", server.addr());
         let (out, report) = volley_json(&[
@@ -171,7 +171,7 @@ fn streams_of_one_connection_run_concurrently() {
 /// out back to back and the median is the target's 100 ms.
 #[test]
 fn coalesced_streams_go_out_in_rounds_and_count_exactly() {
-    let _alone = exclusive();
+    let _alone = timed();
     let server = target();
     let (out, report) = volley_json(&[
         "run",
@@ -265,7 +265,7 @@ fn large_responses_on_shared_connections_never_wait_for_a_timeout() {
 
 #[test]
 fn open_model_and_stages_run_over_http2() {
-    let _alone = exclusive();
+    let _alone = timed();
     let server = target();
     let (out, report) = volley_json(&[
         "run",
@@ -303,7 +303,7 @@ fn open_model_and_stages_run_over_http2() {
 /// so two connections of two streams serve about twice what one does.
 #[test]
 fn step_runs_over_http2() {
-    let _alone = exclusive();
+    let _alone = timed();
     let server = target();
     let (out, report) = volley_json(&[
         "step",

@@ -4,8 +4,8 @@
 //! and step, failures by kind, and targets that never answer.
 
 use super::support::{
-    assert_twenty_streams_of_100ms, exclusive, num, schema_violations, stderr, summary, volley, volley_json,
-    wait_for_stats,
+    assert_twenty_streams_of_100ms, exclusive, num, schema_violations, stderr, summary, timed, volley,
+    volley_json, wait_for_stats,
 };
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -77,7 +77,7 @@ fn requests_over_many_streams_are_counted_exactly() {
 /// finish.
 #[test]
 fn coalesced_streams_go_out_in_rounds_over_http3_too() {
-    let _alone = exclusive();
+    let _alone = timed();
     let server = h3_target();
     let report = h3_run(&[
         "-n",
@@ -204,7 +204,7 @@ fn a_large_upload_and_large_responses_arrive_whole() {
 
 #[test]
 fn the_open_model_runs_over_http3() {
-    let _alone = exclusive();
+    let _alone = timed();
     let server = h3_target();
     let report = h3_run(&[
         "-R",

@@ -12,7 +12,9 @@ use super::metrics::{samples, scrape_while_running};
 use super::otlp::{self, Collector};
 use super::receivers::{Prometheus, free_port, prometheus_installed};
 use super::shard::{merge, run_shards};
-use super::support::{exclusive, num, read_report, stderr, summary, target, volley_json, wait_for_stats};
+use super::support::{
+    exclusive, num, read_report, stderr, summary, target, timed, volley_json, wait_for_stats,
+};
 use super::tls::{
     Leaf, Pki, Server, all_ok, all_tls_errors, provider, serve, serve_on_thread, server_config,
 };
@@ -32,7 +34,7 @@ fn column(run: &Value, key: &str) -> Vec<f64> {
 
 #[test]
 fn stages_ramp_quic_connections_and_the_rate() {
-    let _alone = exclusive();
+    let _alone = timed();
     let server = h3_target();
     let staged = |stages: &str, more: &[&str], path: &str| {
         let url = h3_url(&server, path);
@@ -143,7 +145,7 @@ fn two_http3_shards_merge_to_exact_counts() {
 /// remote write gets the run's exact totals too.
 #[test]
 fn metric_outputs_record_an_http3_run() {
-    let _alone = exclusive();
+    let _alone = timed();
     let server = h3_target();
     let prometheus = prometheus_installed().then(|| Prometheus::start(true));
     let dir = tempfile::tempdir().unwrap();

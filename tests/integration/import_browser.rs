@@ -14,7 +14,7 @@ use super::support::{exclusive, logging_target, num, stderr, stdout, volley, vol
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::MutexGuard;
+use std::sync::RwLockWriteGuard;
 use tempfile::TempDir;
 use volley::server::{LoggedRequest, ServerHandle};
 
@@ -36,7 +36,7 @@ fn seen(requests: &[LoggedRequest]) -> Vec<(String, String, String)> {
 /// browser's tools write it down.
 struct Session {
     /// A browser loads the machine hard: held for the whole test.
-    _exclusive: MutexGuard<'static, ()>,
+    _exclusive: RwLockWriteGuard<'static, ()>,
     server: ServerHandle,
     dir: TempDir,
     /// Where the script had it written.

@@ -3,7 +3,7 @@
 //! goes end to end against a stand-in kubectl on PATH that runs each pod's
 //! command as a local process with JOB_COMPLETION_INDEX set.
 
-use crate::support::{exclusive, read_report, schema_violations, stderr, stdout, target, url, volley};
+use crate::support::{exclusive, read_report, schema_violations, stderr, stdout, target, timed, url, volley};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -390,7 +390,7 @@ fn k8s_run_follows_every_pod_live_as_they_start() {
     use super::follow::{dashboard_address, dashboard_events, wait};
     let server = target();
     let target_url = url(&server, "/sleep/2");
-    let _quiet = exclusive();
+    let _quiet = timed();
     let dir = tempfile::tempdir().unwrap();
     let merged = dir.path().join("merged.json");
     let args = [

@@ -4,14 +4,14 @@
 //! a duration and goes to the embedded target on 127.0.0.1.
 
 use super::support::{
-    exclusive, num, pause_later, schema_violations, summary, target, target_with, url, volley_json,
+    exclusive, num, pause_later, schema_violations, summary, target, target_with, timed, url, volley_json,
 };
 use std::process::Command;
 use std::time::Duration;
 
 #[test]
 fn fixed_rate_holds_its_count_and_schedule() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let (out, report) = volley_json(&["run", "-R", "2000", "-d", "5s", &url(&server, "/hi")]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -35,7 +35,7 @@ fn fixed_rate_holds_its_count_and_schedule() {
 /// the intended send time shows it, the service time mostly does not.
 #[test]
 fn a_stall_shows_in_latency_from_the_intended_time() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let staller = pause_later(&server, Duration::from_secs(4), 1000);
     let (out, report) = volley_json(&["run", "-R", "1000", "-d", "10s", &url(&server, "/hi")]);
@@ -83,7 +83,7 @@ fn a_stall_shows_in_latency_from_the_intended_time() {
 
 #[test]
 fn closed_stages_ramp_the_connections() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let (out, report) = volley_json(&[
         "run",
@@ -109,7 +109,7 @@ fn closed_stages_ramp_the_connections() {
 
 #[test]
 fn open_stages_ramp_the_rate() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let (out, report) = volley_json(&[
         "run",
@@ -136,7 +136,7 @@ fn open_stages_ramp_the_rate() {
 
 #[test]
 fn max_connections_grows_the_pool_instead_of_queueing() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     // 2 connections on a 20 ms endpoint carry 100 req/s; 400 needs about 8.
     let (out, report) = volley_json(&[
@@ -181,7 +181,7 @@ fn max_connections_grows_the_pool_instead_of_queueing() {
 /// (a little less, as sleeps overshoot). The knee is at 300 or 400.
 #[test]
 fn step_finds_the_knee() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target_with(Some(4));
     let (out, report) = volley_json(&[
         "step",

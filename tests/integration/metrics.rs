@@ -3,7 +3,9 @@
 //! PromQL), a receiver that is down or hangs, and the scrape endpoint.
 
 use super::receivers::{Prometheus, free_port, http_get, prometheus_installed};
-use super::support::{exclusive, num, read_report, schema_violations, stderr, summary, target, url, volley};
+use super::support::{
+    exclusive, num, read_report, schema_violations, stderr, summary, target, timed, url, volley,
+};
 use serde_json::Value;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
@@ -240,7 +242,7 @@ fn run_against(receiver: &str) -> (std::process::Output, Value, Duration) {
 
 #[test]
 fn a_receiver_that_is_down_costs_one_warning_and_counted_drops() {
-    let _serial = exclusive();
+    let _serial = timed();
     let (out, report, _) = run_against(&format!("http://127.0.0.1:{}/api/v1/write", free_port()));
     assert!(
         out.status.success(),
@@ -260,7 +262,7 @@ fn a_receiver_that_is_down_costs_one_warning_and_counted_drops() {
 
 #[test]
 fn a_receiver_that_never_answers_does_not_hold_the_run() {
-    let _serial = exclusive();
+    let _serial = timed();
     // Accepts connections (the kernel's backlog) and never reads or answers.
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = silent.local_addr().unwrap();
@@ -306,7 +308,7 @@ pub(super) fn scrape_while_running(child: &mut std::process::Child, addr: Socket
 
 #[test]
 fn the_scrape_endpoint_serves_growing_counts_during_the_run() {
-    let _serial = exclusive();
+    let _serial = timed();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.json");

@@ -3,7 +3,7 @@
 //! plans' own assertions check what the server received (cookies, headers,
 //! bodies), and the per-step statistics check what volley sent.
 
-use super::support::{exclusive, num, schema_violations, stderr, summary, target, url, volley, volley_json};
+use super::support::{num, schema_violations, stderr, summary, target, timed, url, volley, volley_json};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -194,7 +194,7 @@ fn a_failing_assertion_is_an_assert_error_of_its_item() {
 
 #[test]
 fn file_settings_apply_and_flags_override_them() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(
@@ -238,7 +238,7 @@ fn file_settings_apply_and_flags_override_them() {
 
 #[test]
 fn run_time_limits_a_plan() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(
@@ -312,7 +312,7 @@ fn malformed_plan_files_exit_2_naming_file_line_and_key() {
 
 #[test]
 fn a_plan_can_be_stepped() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let plan = write_plan(

@@ -2,7 +2,7 @@
 //! example folder, written here in our own words): each test is a plan
 //! file that drill runs and that volley must run unchanged.
 
-use super::support::{num, stderr, summary, target, url, volley_json};
+use super::support::{num, stderr, summary, target, timed, url, volley_json};
 use serde_json::Value;
 use std::path::Path;
 
@@ -211,7 +211,7 @@ plan:
 
 #[test]
 fn exec_does_not_block_the_worker_thread() {
-    let _alone = super::support::exclusive();
+    let _alone = timed();
     let dir = tempfile::tempdir().unwrap();
     // One worker thread, four connections, each iteration a 0.5 s command:
     // run one after another they would take 2 s; side by side, about 0.5.

@@ -3,7 +3,8 @@
 //! duration, and by the harness timeout in `volley()`.
 
 use super::support::{
-    exclusive, num, read_report, schema_violations, stderr, stdout, summary, target, url, volley, volley_json,
+    exclusive, num, read_report, schema_violations, stderr, stdout, summary, target, timed, url, volley,
+    volley_json,
 };
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -213,7 +214,7 @@ fn no_keepalive_opens_a_connection_per_request() {
 
 #[test]
 fn sleep_20_has_p50_near_20ms() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let (out, report) = volley_json(&["run", "-n", "200", "-c", "10", &url(&server, "/sleep/20")]);
     assert!(out.status.success());
@@ -411,7 +412,7 @@ fn body_file_is_sent() {
 #[cfg(unix)]
 #[test]
 fn sigint_still_reports() {
-    let _exclusive = exclusive();
+    let _exclusive = timed();
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("interrupted.json");

@@ -2,7 +2,7 @@
 //! started as separate processes against one embedded target add up to the
 //! unsharded run, and the merge refuses what does not belong together.
 
-use crate::support::{exclusive, num, read_report, schema_violations, stderr, stdout, target, url, volley};
+use crate::support::{num, read_report, schema_violations, stderr, stdout, target, timed, url, volley};
 use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
@@ -57,7 +57,7 @@ fn three_shards_of_n_add_up_to_the_union_of_their_histograms() {
     let dir = tempfile::tempdir().unwrap();
     let target_url = url(&server, "/hi");
     let paths = {
-        let _quiet = exclusive();
+        let _quiet = timed();
         run_shards(
             dir.path(),
             3,
@@ -142,7 +142,7 @@ fn a_striped_rate_over_three_shards_keeps_the_single_schedule() {
     let server = target();
     let dir = tempfile::tempdir().unwrap();
     let target_url = url(&server, "/hi");
-    let _quiet = exclusive();
+    let _quiet = timed();
     let paths = run_shards(
         dir.path(),
         3,
