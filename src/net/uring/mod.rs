@@ -347,9 +347,9 @@ pub struct Ring {
 /// How a ring waits for its completions in a batch.
 #[derive(Clone, Copy, Debug)]
 pub struct Batch {
-    /// The worker's request loops: the ring waits in the kernel only while
-    /// every one of them waits for bytes.
-    pub loops: usize,
+    /// The worker's sockets that responses come on: the ring waits in the
+    /// kernel only while every one of them waits for bytes.
+    pub readers: usize,
     /// Completions it waits for at most.
     pub size: u32,
     /// How long it waits at most.
@@ -526,7 +526,7 @@ impl Ring {
         let mut inner = self.inner.borrow_mut();
         // Unstamped, a response read after the wait would be timed late.
         let stamped = inner.stamping.is_some() && !inner.stamps_refused;
-        if !stamped || inner.readers_waiting < batch.loops.max(1) {
+        if !stamped || inner.readers_waiting < batch.readers.max(1) {
             return false;
         }
         let responses = (batch.size as usize).min(inner.readers_waiting);
@@ -945,6 +945,11 @@ impl AsyncRead for RingSocket {
                 slot.received.pop_front();
                 slot.consumed = 0;
                 inner.provided.give_back(id);
+                if slot.stamped {
+                    // One buffer per read, so that what a read returns
+                    // was all received at its stamp (`received_at`).
+                    break;
+                }
             }
         }
         Poll::Ready(Ok(()))
@@ -1193,6 +1198,32 @@ pub(super) mod tests {
         });
     }
 
+    /// A socket on `ring` connected to a loopback peer that `peer` plays
+    /// on a thread of its own (joined by the caller).
+    fn with_peer(
+        ring: &Rc<Ring>,
+        peer: impl FnOnce(std::net::TcpStream) + Send + 'static,
+    ) -> (RingSocket, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let thread = std::thread::spawn(move || peer(listener.accept().unwrap().0));
+        let tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        (ring.adopt(OwnedFd::from(tcp)), thread)
+    }
+
+    /// A peer that, once it has read the 2 bytes the test sends (the
+    /// socket then asks for stamps: bytes that came before have none),
+    /// writes "first" 5 ms later and "second" 60 ms after that.
+    fn first_then_second(mut peer: std::net::TcpStream) {
+        use std::io::{Read, Write};
+        peer.read_exact(&mut [0u8; 2]).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        peer.write_all(b"first").unwrap();
+        std::thread::sleep(Duration::from_millis(60));
+        peer.write_all(b"second").unwrap();
+    }
+
     /// A stamped socket says when the kernel received what it read last,
     /// not when it was reaped or read: bytes left waiting 40 ms are read with a
     /// stamp from before the wait, and each later buffer with its own.
@@ -1200,24 +1231,8 @@ pub(super) mod tests {
     fn a_stamped_socket_reads_with_when_the_kernel_received_the_bytes() {
         on_a_ring(1, async |ring| {
             ring.stamp_receives();
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let peer = std::thread::spawn(move || {
-                use std::io::{Read, Write};
-                let (mut peer, _) = listener.accept().unwrap();
-                // Once the socket asks for stamps: bytes that came before
-                // have none.
-                peer.read_exact(&mut [0u8; 2]).unwrap();
-                // While the worker below is blocked.
-                std::thread::sleep(Duration::from_millis(5));
-                peer.write_all(b"first").unwrap();
-                std::thread::sleep(Duration::from_millis(60));
-                peer.write_all(b"second").unwrap();
-            });
             let connected = Instant::now();
-            let tcp = std::net::TcpStream::connect(addr).unwrap();
-            tcp.set_nonblocking(true).unwrap();
-            let mut socket = ring.adopt(OwnedFd::from(tcp));
+            let (mut socket, peer) = with_peer(&ring, first_then_second);
             ring.run(async {
                 socket.write_all(b"go").await.unwrap();
                 // The turn ends, and sends it.
@@ -1249,6 +1264,43 @@ pub(super) mod tests {
         });
     }
 
+    /// A stamped socket's read returns one received buffer at most, though
+    /// more wait and the caller has room: what a read returns was all
+    /// received at the one stamp it reports (an HTTP/2 connection times the
+    /// streams those bytes end by it).
+    #[test]
+    fn a_stamped_read_takes_one_buffer_with_its_own_stamp() {
+        on_a_ring(1, async |ring| {
+            ring.stamp_receives();
+            let (mut socket, peer) = with_peer(&ring, first_then_second);
+            ring.run(async {
+                socket.write_all(b"go").await.unwrap();
+                // The turn ends, and sends it.
+                tokio::task::yield_now().await;
+                // Each arrives while the worker is blocked, and is reaped
+                // into a buffer of its own by the yield after.
+                std::thread::sleep(Duration::from_millis(30));
+                tokio::task::yield_now().await;
+                std::thread::sleep(Duration::from_millis(90));
+                tokio::task::yield_now().await;
+                let mut buf = [0u8; 64];
+                let n = socket.read(&mut buf).await.unwrap();
+                assert_eq!(&buf[..n], b"first", "a read took more than one buffer");
+                let first = socket.received_at().expect("stamped");
+                let n = socket.read(&mut buf).await.unwrap();
+                assert_eq!(&buf[..n], b"second");
+                let second = socket.received_at().expect("stamped");
+                assert!(
+                    second.duration_since(first) >= Duration::from_millis(50),
+                    "the second buffer's stamp is not its own: {:?} after the first",
+                    second.duration_since(first)
+                );
+            })
+            .await;
+            peer.join().unwrap();
+        });
+    }
+
     /// A ring waiting in the kernel for a batch that never comes (a server
     /// that answers nothing) still gives tokio its turn within a few
     /// lingers, so its timers (the request timeout, the run's end) run on
@@ -1258,7 +1310,7 @@ pub(super) mod tests {
         on_a_ring(1, async |ring| {
             ring.stamp_receives();
             ring.set_batch(Some(Batch {
-                loops: 1,
+                readers: 1,
                 size: 8,
                 linger: Duration::from_micros(500),
             }));
