@@ -296,6 +296,9 @@ impl Inner {
         ready!(Pin::new(&mut self.io).poll_read(cx, &mut read))?;
         let n = read.filled().len();
         self.rend += n;
+        // A stamped socket's read takes one received buffer: the streams
+        // its bytes end were received when it was.
+        self.m.stamp = self.io.received_at();
         Poll::Ready(Ok(n))
     }
 

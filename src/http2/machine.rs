@@ -57,6 +57,9 @@ struct LaneState {
     capture: Option<Capture>,
     /// The port its response's `Alt-Svc` offers HTTP/3 on.
     h3_offer: Option<u16>,
+    /// When the kernel received the bytes that ended the response, where
+    /// the socket's receives are stamped.
+    received_at: Option<Instant>,
     /// `--coalesce`: when the stream's request began to go out; `None`
     /// while it waits in the write buffer.
     sent_at: Option<Instant>,
@@ -140,6 +143,10 @@ pub struct Machine {
     /// connection's first, and only that one, since blocks are otherwise
     /// decoded no further than `:status` unless a plan keeps them.
     alt_svc_looked: bool,
+    /// When the kernel received the bytes being handled, where the socket's
+    /// receives are stamped: a response ended by them was received then,
+    /// however long it waited to be read.
+    pub stamp: Option<Instant>,
 }
 
 impl Machine {
@@ -178,6 +185,7 @@ impl Machine {
             window_due: false,
             reading: usize::MAX,
             alt_svc_looked: false,
+            stamp: None,
         }
     }
 
@@ -316,6 +324,7 @@ impl Machine {
     }
 
     fn complete(&mut self, lane: usize, result: Result<(), Failure>) {
+        self.lanes[lane].received_at = self.stamp;
         self.lanes[lane].result = Some(result);
         self.wake(lane);
     }
@@ -334,7 +343,7 @@ impl Machine {
             close: false,
             h3_offer: state.h3_offer,
             sent_at: state.sent_at,
-            received_at: None,
+            received_at: state.received_at,
         };
         let capture = state.capture.take();
         self.release(lane);
@@ -349,6 +358,7 @@ impl Machine {
         state.capture = None;
         state.h3_offer = None;
         state.sent_at = None;
+        state.received_at = None;
         self.active -= 1;
         if let Some(waiter) = self.capacity_waiters.pop() {
             waiter.wake();

@@ -308,3 +308,42 @@ fn coalesced_rounds_know_what_went_out_and_stamp_each_response_with_its_write() 
     let (result, _) = m.finish(0);
     assert_eq!(result.unwrap().sent_at, Some(second_write));
 }
+
+/// Where the socket's receives are stamped, a stream is timed by the stamp
+/// of the bytes that ended it, however long it waited to be read; one ended
+/// by later bytes, by theirs.
+#[test]
+fn a_stream_ends_with_the_stamp_of_the_bytes_that_ended_it() {
+    let mut m = started(2, &get());
+    let early = std::time::Instant::now();
+    let late = early + std::time::Duration::from_millis(3);
+    let answered = |stream| {
+        frame(
+            frame::HEADERS,
+            frame::END_HEADERS | frame::END_STREAM,
+            stream,
+            &[STATUS_200],
+        )
+    };
+    m.stamp = Some(early);
+    feed(&mut m, &answered(1)).unwrap();
+    // The second stream's headers come with the first's, its end later.
+    feed(
+        &mut m,
+        &frame(frame::HEADERS, frame::END_HEADERS, 3, &[STATUS_200]),
+    )
+    .unwrap();
+    m.stamp = Some(late);
+    feed(&mut m, &frame(frame::DATA, frame::END_STREAM, 3, b"hi")).unwrap();
+    let received = |m: &mut Machine, lane| match m.finish(lane).0 {
+        Ok(head) => head.received_at,
+        Err(_) => panic!("lane {lane} was not answered"),
+    };
+    assert_eq!(received(&mut m, 0), Some(early));
+    assert_eq!(received(&mut m, 1), Some(late));
+    // Unstamped (TLS, epoll): none, and the engine times it as read.
+    m.start(0, &get(), None);
+    m.stamp = None;
+    feed(&mut m, &answered(5)).unwrap();
+    assert_eq!(received(&mut m, 0), None);
+}
