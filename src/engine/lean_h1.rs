@@ -24,9 +24,8 @@ use super::exchange::{WorkerCtx, fail, record_response};
 use super::feed::{Feed, Ticket, YIELD_EVERY};
 use super::{Prepared, Shared};
 use crate::http1::RequestBytes;
-use crate::net::uring::{Batch, MAX_BUFFERS};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What the run must be for its requests to take the fast path: the
 /// closed model without a connection ramp, the run's own HTTP/1.1 request
@@ -40,53 +39,13 @@ pub(super) fn applies(ctx: &WorkerCtx, feed: &Feed) -> bool {
 
 /// Whether the run's settings let its requests take the fast path (the
 /// phase's feed and the worker's ring decide the rest).
-fn settings_fit(shared: &Shared) -> bool {
+pub(super) fn settings_fit(shared: &Shared) -> bool {
     !shared.open_model
         && shared.transport.pipeline == 1
         && shared.scenario.is_none()
         && matches!(shared.prepared, Prepared::Http1(_))
         && shared.transport.keepalive
         && shared.tls.is_none()
-}
-
-/// Connections a worker needs for its ring to wait for batches: with
-/// fewer, a batch is one completion and the wait's timer costs more than
-/// it saves.
-const BATCH_FROM: usize = 8;
-/// Connections past which a worker does not wait for batches: its ring's
-/// receive buffers are then fewer than its connections, and run dry
-/// between two waits once every connection has a response waiting, so the
-/// receives that find none end and are armed again over and over (at
-/// 10,000 connections on one thread, 7 such receives per request and 0.6x
-/// the requests; at 4,000, some runs 0.9 per request and 1.2x the CPU per
-/// request, others none).
-const BATCH_UP_TO: usize = MAX_BUFFERS;
-/// Completions a ring waits for at most: a quarter of its connections up
-/// to this, so that most of them stay busy with the server while it waits.
-/// (32 measured 0.90x the CPU per request of 8 at 4,000 connections and
-/// 0.95x at 50, where a batch is 12.)
-const BATCH_AT_MOST: usize = 32;
-/// How long a ring waits for a batch at most, whatever came meanwhile:
-/// a bound on each loop's wait, not on its latency (each response is timed
-/// by the kernel's receive stamp).
-const BATCH_LINGER: Duration = Duration::from_micros(500);
-
-/// Whether a worker of `loops` request loops may wait for batches of
-/// completions: then its ring must stamp what it receives from the start
-/// ([`crate::net::uring::Ring::stamp_receives`]).
-pub(super) fn may_batch(shared: &Shared, loops: usize) -> bool {
-    shared.transport.io.batch && (BATCH_FROM..=BATCH_UP_TO).contains(&loops) && settings_fit(shared)
-}
-
-/// The batches a worker's ring waits for in a phase of `feed`, for its
-/// `loops` request loops: only where every loop takes the fast path, which
-/// reads each response as the kernel stamped it.
-pub(super) fn batch(ctx: &WorkerCtx, feed: &Feed, loops: usize) -> Option<Batch> {
-    (may_batch(&ctx.shared, loops) && applies(ctx, feed)).then(|| Batch {
-        loops,
-        size: (loops / 4).clamp(1, BATCH_AT_MOST) as u32,
-        linger: BATCH_LINGER,
-    })
 }
 
 /// Why [`Rounds::poll`] handed control back to the loop.

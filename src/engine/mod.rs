@@ -4,6 +4,7 @@
 //! The caller watches the run through an [`Observer`] (the live view and the
 //! per-interval log); the engine itself prints nothing.
 
+mod batching;
 pub mod budget;
 pub mod connection;
 pub mod driver;

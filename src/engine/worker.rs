@@ -6,11 +6,11 @@
 //! locks, allocates or touches another thread: the recorder sits in a
 //! `RefCell` on this thread and is swapped out once per interval.
 
+use super::batching;
 use super::budget::{Budget, Limit};
 use super::connection::{LoopSlot, drive, open_connections};
 use super::exchange::{Lanes, WorkerCtx};
 use super::feed::{ClosedFeed, Feed, OpenFeed};
-use super::lean_h1;
 use super::race::{self, Job};
 use super::{LoadModel, Shared, WorkerMsg};
 use crate::net::Backend;
@@ -116,7 +116,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     if shared.transport.io.backend == Backend::Uring {
         match Ring::new(spec.connections + spec.may_add) {
             Ok(ring) => {
-                if lean_h1::may_batch(&shared, spec.connections * shared.transport.streams) {
+                if batching::may_batch(&shared, spec.connections) {
                     ring.stamp_receives();
                 }
                 connector = connector.on_ring(ring);
@@ -197,7 +197,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     );
     let next_index = Cell::new(0u64);
     if let Some(ring) = ctx.connector.ring() {
-        ring.set_batch(lean_h1::batch(&ctx, &feed, loops));
+        ring.set_batch(batching::batch(&ctx, &feed, spec.connections));
     }
     block_on(&runtime, &ctx, async {
         // In this order: when the deadline and an interval tick fall due

@@ -52,14 +52,18 @@ pub struct Io {
 
 impl Io {
     /// Settles `--io` on this machine: io_uring only where [`uring::probe`]
-    /// runs what the backend needs; never an error. `auto` leaves a run
-    /// that asks for HTTP/2 (`http2`) on epoll: with many streams per
-    /// connection the ring measured up to 15% more CPU per request there
-    /// (bench/vs-shb.sh), while over HTTP/1.1 it costs a little less, and
-    /// over HTTP/3 0.86x at one stream per connection, about the same at
-    /// ten (bench/vs-h3.sh).
-    pub fn settle(asked: IoChoice, http2: bool, batch: bool) -> Io {
-        if asked == IoChoice::Epoll || (asked == IoChoice::Auto && http2) {
+    /// runs what the backend needs; never an error. `auto` leaves on epoll
+    /// a run of HTTP/2 that cannot wait for batches of responses
+    /// (`unbatched_http2`: over TLS, in the open model, or with
+    /// `--no-batch`): there, with many streams per connection, the ring
+    /// measured up to 15% more CPU per request (bench/vs-shb.sh). Plain
+    /// HTTP/2 in the closed model waits for batches on the ring, about half
+    /// epoll's CPU per request at 10 connections of 10 streams and the same
+    /// at 50 of one; over HTTP/1.1 the ring costs a little less, and over
+    /// HTTP/3 0.86x at one stream per connection, about the same at ten
+    /// (bench/vs-h3.sh).
+    pub fn settle(asked: IoChoice, unbatched_http2: bool, batch: bool) -> Io {
+        if asked == IoChoice::Epoll || (asked == IoChoice::Auto && unbatched_http2) {
             return Io {
                 backend: Backend::Epoll,
                 refused: None,

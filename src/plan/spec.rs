@@ -348,6 +348,11 @@ impl RunSpec {
             None => None,
         };
         let shard = args.shard.as_deref().map(shard::Shard::parse).transpose()?;
+        // HTTP/2 gains from the ring where it waits for batches of
+        // responses, read with their receive stamps: plain, in the closed
+        // model.
+        let unbatched_http2 =
+            args.http2 && (args.no_batch || load.rate.is_some() || targets.iter().any(|t| t.tls));
         Ok(RunSpec {
             asked,
             load,
@@ -378,7 +383,7 @@ impl RunSpec {
                 },
                 streams: args.streams,
                 coalesce: args.coalesce,
-                io: crate::net::Io::settle(args.io, args.http2, !args.no_batch),
+                io: crate::net::Io::settle(args.io, unbatched_http2, !args.no_batch),
             },
             reporting: Reporting {
                 interval,

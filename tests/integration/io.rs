@@ -147,15 +147,37 @@ fn auto_picks_io_uring_where_it_runs_and_every_protocol_works_on_it() {
     }
 }
 
-/// `auto` leaves HTTP/2 runs on epoll (cheaper there), without a note.
+/// `auto` runs plain HTTP/2 in the closed model on io_uring where this
+/// machine has it (there it waits for batches of responses), and leaves
+/// the HTTP/2 runs that cannot batch on epoll, cheaper there, without a
+/// note: `--no-batch` and the open model.
 #[test]
-fn auto_runs_http2_on_epoll() {
+fn auto_runs_http2_on_epoll_unless_it_waits_for_batches() {
     let server = target();
     let url = url(&server, "/hi");
-    let (out, json) = volley_json(&["run", "--io", "auto", "--http2", "-c", "2", "-n", "100", &url]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(json["runs"][0]["io"], "epoll");
-    assert!(!stdout(&out).contains("note: io_uring"), "{}", stdout(&out));
+    let ring = if volley::net::uring::probe().is_ok() {
+        "io_uring"
+    } else {
+        "epoll"
+    };
+    for (extra, io) in [
+        (&["-n", "100"][..], ring),
+        (&["-n", "100", "--no-batch"][..], "epoll"),
+        (&["-R", "200", "-n", "20"][..], "epoll"),
+    ] {
+        let mut args = vec!["run", "--io", "auto", "--http2", "-c", "2"];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let (out, json) = volley_json(&args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        assert_eq!(json["runs"][0]["io"], io, "{extra:?}");
+        assert_eq!(
+            summary(&json)["ok"],
+            num(&summary(&json)["requests"]),
+            "{extra:?}"
+        );
+        assert!(!stdout(&out).contains("note: io_uring"), "{}", stdout(&out));
+    }
 }
 
 /// Over HTTP/1.1 on io_uring with 8 connections or more a worker waits in
@@ -164,13 +186,29 @@ fn auto_runs_http2_on_epoll() {
 /// the request timeout's bounds, and `--no-batch` runs the same.
 #[test]
 fn a_run_that_waits_for_batches_counts_exactly_and_ends_on_time() {
+    assert_batches_count_exactly_and_end_on_time(&["-c", "16"]);
+}
+
+/// Plain HTTP/2 waits for batches too, with 8 streams or more in flight:
+/// the same holds over 4 connections of 4 streams.
+#[test]
+fn an_http2_run_that_waits_for_batches_counts_exactly_and_ends_on_time() {
+    assert_batches_count_exactly_and_end_on_time(&["--http2", "-c", "4", "--streams", "4"]);
+}
+
+/// The checks of the two tests above, for runs of `load` on one thread.
+fn assert_batches_count_exactly_and_end_on_time(load: &[&str]) {
     let server = target();
     let hi = url(&server, "/hi");
-    for extra in [&[][..], &["--no-batch"][..]] {
-        let mut args = vec!["run", "--io", "uring", "-c", "16", "-t", "1", "-n", "4000"];
-        args.extend_from_slice(extra);
+    let args = |more: &[&'static str]| {
+        let mut args = vec!["run", "--io", "uring", "-t", "1"];
+        args.extend_from_slice(load);
+        args.extend_from_slice(more);
         args.push(&hi);
-        let (out, json) = volley_json(&args);
+        volley_json(&args)
+    };
+    for extra in [&["-n", "4000"][..], &["-n", "4000", "--no-batch"][..]] {
+        let (out, json) = args(extra);
         assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
         if json["runs"][0]["io"] != "io_uring" {
             eprintln!("io_uring unavailable here: skipped");
@@ -183,7 +221,7 @@ fn a_run_that_waits_for_batches_counts_exactly_and_ends_on_time() {
     // Half a second of a stalled server in the middle of a 1.5 s run.
     let pause = pause_later(&server, std::time::Duration::from_millis(400), 500);
     let began = std::time::Instant::now();
-    let (out, json) = volley_json(&["run", "--io", "uring", "-c", "16", "-t", "1", "-d", "1500ms", &hi]);
+    let (out, json) = args(&["-d", "1500ms"]);
     let took = began.elapsed();
     pause.join().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
