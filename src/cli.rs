@@ -376,9 +376,9 @@ pub struct RunArgs {
     /// On io_uring, read each response as soon as it is in. By default a
     /// worker running plain HTTP/1.1 (kept alive, not pipelined, no plan)
     /// or plain HTTP/2 (no plan), in the closed model, with 8 or more
-    /// requests in flight on at most 1,024 connections per thread, waits in
-    /// the kernel for a few responses at once (a quarter of its requests in
-    /// flight, up to 32) or 500 us, whichever comes first: fewer system
+    /// requests in flight on at most 1,024
+    /// connections per thread, waits in the kernel for a few responses at once (a quarter of its requests in
+    /// flight, at most half its connections and 32) or 500 us, whichever comes first: fewer system
     /// calls and wake-ups per request. The wait is never counted in latency: each response is
     /// timed to when the kernel received it (its receive timestamp), not to
     /// when the worker read it, so neither is the time a response waits for

@@ -149,7 +149,7 @@ fn auto_picks_io_uring_where_it_runs_and_every_protocol_works_on_it() {
 
 /// `auto` runs plain HTTP/2 in the closed model on io_uring where this
 /// machine has it (there it waits for batches of responses), and leaves
-/// the HTTP/2 runs that cannot batch on epoll, cheaper there, without a
+/// the HTTP/2 runs that do not batch on epoll, cheaper there, without a
 /// note: `--no-batch` and the open model.
 #[test]
 fn auto_runs_http2_on_epoll_unless_it_waits_for_batches() {
@@ -161,9 +161,10 @@ fn auto_runs_http2_on_epoll_unless_it_waits_for_batches() {
         "epoll"
     };
     for (extra, io) in [
+        (&["--streams", "4", "-n", "100"][..], ring),
         (&["-n", "100"][..], ring),
-        (&["-n", "100", "--no-batch"][..], "epoll"),
-        (&["-R", "200", "-n", "20"][..], "epoll"),
+        (&["--streams", "4", "-n", "100", "--no-batch"][..], "epoll"),
+        (&["--streams", "4", "-R", "200", "-n", "20"][..], "epoll"),
     ] {
         let mut args = vec!["run", "--io", "auto", "--http2", "-c", "2"];
         args.extend_from_slice(extra);
