@@ -361,10 +361,10 @@ pub struct RunArgs {
     /// How the workers wait on their sockets: io_uring (completions, fewer
     /// system calls) where the kernel allows it, epoll otherwise; auto
     /// keeps --http2 runs over TLS, in the open model or with --no-batch on
-    /// epoll, cheaper there. A refused
-    /// io_uring (an old kernel, a container's seccomp profile) falls back to
-    /// epoll with a note; set VOLLEY_IO=epoll where a sandbox kills a
-    /// process that asks for io_uring.
+    /// epoll, cheaper there. A refused io_uring (an old kernel, a
+    /// container's seccomp profile) falls back to epoll with a note; set
+    /// VOLLEY_IO=epoll where a sandbox kills a process that asks for
+    /// io_uring.
     #[arg(
         long,
         value_enum,
@@ -376,13 +376,14 @@ pub struct RunArgs {
     /// On io_uring, read each response as soon as it is in. By default a
     /// worker running plain HTTP/1.1 (kept alive, not pipelined, no plan)
     /// or plain HTTP/2 (no plan), in the closed model, with 8 or more
-    /// requests in flight on at most 1,024
-    /// connections per thread, waits in the kernel for a few responses at once (a quarter of its requests in
-    /// flight, at most half its connections and 32) or 500 us, whichever comes first: fewer system
-    /// calls and wake-ups per request. The wait is never counted in latency: each response is
-    /// timed to when the kernel received it (its receive timestamp), not to
-    /// when the worker read it, so neither is the time a response waits for
-    /// a worker too busy to read it at once, which counts without batches.
+    /// requests in flight on at most 1,024 connections per thread, waits in
+    /// the kernel for a few responses at once (a quarter of its requests in
+    /// flight, at most half its connections and 32) or 500 us, whichever
+    /// comes first: fewer system calls and wake-ups per request. The wait
+    /// is never counted in latency: each response is timed to when the
+    /// kernel received it (its receive timestamp), not to when the worker
+    /// read it, so neither is the time a response waits for a worker too
+    /// busy to read it at once, which counts without batches.
     #[arg(long)]
     pub no_batch: bool,
     /// HTTP/2 streams in flight per connection: -c 10 --streams 100 keeps

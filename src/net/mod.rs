@@ -60,10 +60,8 @@ impl Io {
     /// HTTP/2 in the closed model waits for batches on the ring: 0.62x
     /// epoll's CPU per request at 10 connections of 10 streams, with lower
     /// p50 and p99, and about the same at 50 of one, with a lower p50;
-    /// over HTTP/1.1 the ring costs a
-    /// little less, and over
-    /// HTTP/3 0.86x at one stream per connection, about the same at ten
-    /// (bench/vs-h3.sh).
+    /// over HTTP/1.1 the ring costs a little less, and over HTTP/3 0.86x at
+    /// one stream per connection, about the same at ten (bench/vs-h3.sh).
     pub fn settle(asked: IoChoice, unbatched_http2: bool, batch: bool) -> Io {
         if asked == IoChoice::Epoll || (asked == IoChoice::Auto && unbatched_http2) {
             return Io {
