@@ -33,6 +33,7 @@
 //! it must keep tokio's timers and the pacer as they are.
 
 mod datagram;
+mod enter;
 mod stamp;
 mod timer;
 mod turn;
@@ -287,6 +288,8 @@ fn keep_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
 
 struct Inner {
     uring: IoUring,
+    /// How this thread names the ring when it enters it.
+    entry: enter::Entry,
     slots: Vec<Slot>,
     free: Vec<usize>,
     provided: Provided,
@@ -361,6 +364,7 @@ impl Ring {
     /// this thread's runtime.
     pub fn new(connections: usize) -> io::Result<Rc<Ring>> {
         let (uring, deferred) = build_uring()?;
+        let entry = enter::Entry::register(&uring);
         let provided = Provided::new(connections);
         provided.register(&uring)?;
         // Without a table (a low descriptor limit) sockets go by descriptor.
@@ -390,6 +394,7 @@ impl Ring {
             ready,
             inner: RefCell::new(Inner {
                 uring,
+                entry,
                 slots: Vec::new(),
                 free: Vec::new(),
                 provided,
@@ -556,27 +561,35 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         let inner = self.inner.get_mut();
-        if inner.in_flight == 0 {
+        inner.cancel_everything();
+        inner.entry.unregister(&inner.uring);
+    }
+}
+
+impl Inner {
+    /// Cancels every operation in flight and waits for their last
+    /// completions: until then the kernel may still write into the
+    /// buffers and read the send queues.
+    fn cancel_everything(&mut self) {
+        if self.in_flight == 0 {
             return;
         }
-        // The kernel may still write into the buffers and read the send
-        // queues: cancel everything and wait for the last completion.
         let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::any())
             .build()
             .user_data(u64::MAX);
-        inner.push(&cancel);
+        self.push(&cancel);
         let began = Instant::now();
-        while inner.in_flight > 0 && began.elapsed() < CANCEL_WAIT {
-            let _ = inner.uring.submit_and_wait(1);
-            inner.reap();
+        while self.in_flight > 0 && began.elapsed() < CANCEL_WAIT {
+            let _ = self.uring.submit_and_wait(1);
+            self.reap();
         }
-        if inner.in_flight > 0 {
+        if self.in_flight > 0 {
             // Better a leak than memory the kernel may still write.
-            inner.provided.leak();
-            if let Some(receiving) = &mut inner.datagrams {
+            self.provided.leak();
+            if let Some(receiving) = &mut self.datagrams {
                 receiving.buffers.leak();
             }
-            let slots = std::mem::take(&mut inner.slots);
+            let slots = std::mem::take(&mut self.slots);
             std::mem::forget(slots);
         }
     }
@@ -626,7 +639,7 @@ impl Inner {
                 self.unsubmitted = true;
                 return;
             }
-            let _ = self.uring.submit();
+            let _ = self.entry.submit(&mut self.uring);
         }
     }
 
@@ -720,7 +733,7 @@ impl Inner {
     /// turn with nothing to do. Work the kernel queued meanwhile went
     /// unsignalled: [`Self::work_left`] tells the turn to take it.
     fn enter_quietly(&mut self) {
-        self.quietly(|uring| uring.submit());
+        self.quietly(|entry, uring| entry.submit(uring));
     }
 
     /// Submits what is pushed and waits in the kernel until `want`
@@ -729,18 +742,18 @@ impl Inner {
     fn wait_in_kernel(&mut self, want: usize, linger: Duration) {
         let linger = types::Timespec::from(linger);
         let args = types::SubmitArgs::new().timespec(&linger);
-        self.quietly(|uring| uring.submitter().submit_with_args(want, &args));
+        self.quietly(|entry, uring| entry.submit_and_wait(uring, want, &args));
     }
 
     /// Enters the kernel through `enter` with the eventfd's signal off
     /// meanwhile: what this side reaps itself needs no signal.
-    fn quietly(&mut self, enter: impl FnOnce(&IoUring) -> io::Result<usize>) {
+    fn quietly(&mut self, enter: impl FnOnce(&enter::Entry, &mut IoUring) -> io::Result<usize>) {
         if self.signalled {
             self.uring.completion().disable_eventfd();
         }
         // An interrupted or busy entry leaves the entries queued for the
         // next one; nothing here waits on its result.
-        let _ = enter(&self.uring);
+        let _ = enter(&self.entry, &mut self.uring);
         if self.signalled {
             self.uring.completion().enable_eventfd();
             // Against the kernel's flag-then-signal: either it sees the
@@ -1388,6 +1401,49 @@ pub(super) mod tests {
             assert_eq!(inner.in_flight, 0);
             echo.join().unwrap();
         }
+    }
+
+    /// Rings made one after another on a thread each enter by the
+    /// thread's table of registered rings: a dropped ring leaves the table
+    /// (which holds 16), or the 17th would go by its descriptor.
+    #[test]
+    fn a_dropped_ring_leaves_the_threads_table_of_registered_rings() {
+        let Some(rt) = runtime_for_rings() else {
+            return;
+        };
+        rt.block_on(async {
+            for made in 0..40 {
+                let ring = Ring::new(2).unwrap();
+                if !ring.inner.borrow().entry.is_registered() {
+                    assert_eq!(made, 0, "ring {made} found the table full");
+                    eprintln!("this kernel registers no rings (before 5.18): skipped");
+                    return;
+                }
+                if made == 39 {
+                    echo_through(ring).await;
+                }
+            }
+        });
+    }
+
+    /// Past the 16 rings a thread's table holds, a ring goes by its
+    /// descriptor and works the same.
+    #[test]
+    fn rings_past_the_threads_table_go_by_their_descriptor() {
+        let Some(rt) = runtime_for_rings() else {
+            return;
+        };
+        rt.block_on(async {
+            let rings: Vec<_> = (0..20).map(|_| Ring::new(2).unwrap()).collect();
+            let registered = rings
+                .iter()
+                .filter(|ring| ring.inner.borrow().entry.is_registered())
+                .count();
+            assert!(registered <= 16, "{registered} rings registered");
+            let last = rings.last().unwrap().clone();
+            assert!(!last.inner.borrow().entry.is_registered());
+            echo_through(last).await;
+        });
     }
 
     /// Work that wakes itself at every poll (a server that never lets up)
