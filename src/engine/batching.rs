@@ -69,7 +69,7 @@ pub(super) fn batch(ctx: &WorkerCtx, feed: &Feed, connections: usize) -> Option<
     }
     let stamped = match shared.prepared {
         Prepared::Http1(_) => lean_h1::applies(ctx, feed),
-        _ => matches!(feed, Feed::Closed(closed) if closed.ramp.is_none()) && ctx.connector.ring().is_some(),
+        _ => lean_h1::steady_on_a_ring(ctx, feed),
     };
     let in_flight = connections * shared.transport.streams;
     stamped.then(|| Batch {

@@ -32,9 +32,15 @@ use std::time::Instant;
 /// (no plan) without pipelining, keep-alive, plain HTTP on the worker's
 /// ring.
 pub(super) fn applies(ctx: &WorkerCtx, feed: &Feed) -> bool {
-    let closed_without_ramp =
-        matches!(feed, Feed::Closed(closed) if closed.ramp.is_none() && closed.pipeline == 1);
-    closed_without_ramp && settings_fit(&ctx.shared) && ctx.connector.ring().is_some()
+    let unpipelined = matches!(feed, Feed::Closed(closed) if closed.pipeline == 1);
+    unpipelined && settings_fit(&ctx.shared) && steady_on_a_ring(ctx, feed)
+}
+
+/// Whether a phase of `feed` is the closed model without a connection
+/// ramp, on the worker's ring: every connection open from the start, each
+/// with its next request as soon as its last is answered.
+pub(super) fn steady_on_a_ring(ctx: &WorkerCtx, feed: &Feed) -> bool {
+    matches!(feed, Feed::Closed(closed) if closed.ramp.is_none()) && ctx.connector.ring().is_some()
 }
 
 /// Whether the run's settings let its requests take the fast path (the
