@@ -126,12 +126,20 @@ def start_nginx(core, workdir, servers, ports, workers=1):
 
 class CpuTime(float):
     """A process's CPU seconds (user and system together), with each part:
-    `user` (its own code) and `system` (the kernel's work for it)."""
+    `user` (its own code) and `system` (the kernel's work for it), and the
+    TCP segments the whole machine sent while it ran (`segments`; over
+    loopback, every segment of its connections, both ways, is one)."""
 
-    def __new__(cls, user, system):
+    def __new__(cls, user, system, segments=0):
         cpu = super().__new__(cls, user + system)
-        cpu.user, cpu.system = user, system
+        cpu.user, cpu.system, cpu.segments = user, system, segments
         return cpu
+
+
+def tcp_segments_sent():
+    """The machine's count of TCP segments sent (`OutSegs` in /proc/net/snmp)."""
+    rows = [line.split() for line in Path("/proc/net/snmp").read_text().splitlines() if line.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("OutSegs")])
 
 
 def measured(cmd, cores, limit):
@@ -141,6 +149,7 @@ def measured(cmd, cores, limit):
     benchmark stops."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         full = ["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, "taskset", "-c", cores] + cmd
+        segments = tcp_segments_sent()
         proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
         try:
@@ -151,9 +160,10 @@ def measured(cmd, cores, limit):
             if isinstance(e, subprocess.TimeoutExpired):
                 raise SystemExit(f"{cmd[0]} still ran after {limit} s and was killed: {' '.join(cmd)}")
             raise
+        segments = tcp_segments_sent() - segments
         fields = Path(tf.name).read_text().split()
         user, sys_, rss_kb = float(fields[-3]), float(fields[-2]), int(fields[-1])
-    return subprocess.CompletedProcess(full, proc.returncode, out, err), CpuTime(user, sys_), rss_kb
+    return subprocess.CompletedProcess(full, proc.returncode, out, err), CpuTime(user, sys_, segments), rss_kb
 
 
 def volley_figures(cmd, cores, limit):
@@ -172,6 +182,7 @@ def volley_figures(cmd, cores, limit):
         "p99_ms": summary["latency_ms"]["p99"],
         "cpu_us_per_req": 1e6 * cpu / max(summary["requests"], 1),
         "user_us_per_req": 1e6 * cpu.user / max(summary["requests"], 1),
+        "segments_per_req": cpu.segments / max(summary["requests"], 1),
         "rss_mb": rss / 1024,
     }
 
@@ -281,6 +292,21 @@ class CaseRows:
                          ("in the kernel", lambda r: r["cpu_us_per_req"] - r["user_us_per_req"])):
             mine, theirs = (statistics.median(of(r) for r in self.rounds[t]) for t in (tool, peer))
             self.add(f"CPU/request {part}, {what}", f"{mine:.2f} us", f"{theirs:.2f} us", mine / theirs, "reported")
+
+    def add_floor(self, tool, peer):
+        """Two reported rows on how far `tool`'s CPU per request can fall
+        against `peer`'s: the TCP segments each put on the wire per request
+        (the same segments mean the same work for the kernel's network
+        stack), and `peer`'s kernel time as a share of its CPU per request,
+        which is the ratio `tool` would reach with that kernel time and no
+        user space at all."""
+        mine, theirs = (statistics.median(r["segments_per_req"] for r in self.rounds[t]) for t in (tool, peer))
+        self.add(f"TCP segments/request (machine-wide), {tool} vs {peer}", f"{mine:.2f}", f"{theirs:.2f}",
+                 mine / theirs, "reported")
+        kernel = statistics.median((r["cpu_us_per_req"] - r["user_us_per_req"]) / r["cpu_us_per_req"]
+                                   for r in self.rounds[peer])
+        self.add(f"{peer}'s kernel time over its CPU/request: the ratio with no user space and its kernel time",
+                 "", "", kernel, "reported")
 
 
 def version(cmd):

@@ -13,7 +13,11 @@ response timed by the kernel's receive stamp; it also runs with
 `--no-batch`, to show what the batches save and how its latencies read. Where
 a connection carries several streams, volley also runs with `--coalesce` (its
 streams' requests go out in rounds, one write each; every response still read
-as it comes), on epoll. Every load goes to 127.0.0.1
+as it comes), on epoll. Each run also counts the TCP segments the machine
+sent (/proc/net/snmp), to show whether volley and shb put the same packets
+on the wire, and the table gives the share of shb's CPU per request spent
+in the kernel: the ratio a generator doing the same kernel work with no
+user space at all would reach. Every load goes to 127.0.0.1
 and every run is bounded by its duration plus a hard timeout.
 """
 
@@ -58,6 +62,7 @@ def run_shb(batched, extra=(), threads=1):
             "p50_ms": data["latencySeconds"]["percentiles"]["p50"] * 1000,
             "cpu_us_per_req": 1e6 * cpu / max(total, 1),
             "user_us_per_req": 1e6 * cpu.user / max(total, 1),
+            "segments_per_req": cpu.segments / max(total, 1),
             "rss_mb": rss / 1024,
         }
     return run
@@ -171,6 +176,7 @@ def main():
         # Where the CPU goes, for the backend `--io auto` picks (plain runs
         # in the closed model, HTTP/2 too, go on the ring).
         case.add_split("volley io_uring", "shb unbatched", "volley io_uring vs shb unbatched")
+        case.add_floor("volley io_uring", "shb unbatched")
         if "wrk" in rounds:
             ratio = cpu("volley io_uring") / cpu("wrk")
             row("CPU/request, volley on io_uring vs wrk", f"{cpu('volley io_uring'):.2f} us",
@@ -184,7 +190,7 @@ def print_medians(results):
     """For `--only`: each tool's medians per case, and their ratios to the
     first tool's."""
     figures = (("cpu_us_per_req", "CPU us/req"), ("user_us_per_req", "user us/req"), ("rps", "req/s"),
-               ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"))
+               ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("segments_per_req", "segments/req"))
     for label, rounds in results:
         print(f"\n{label}")
         if not rounds:
