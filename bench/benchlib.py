@@ -127,19 +127,27 @@ def start_nginx(core, workdir, servers, ports, workers=1):
 class CpuTime(float):
     """A process's CPU seconds (user and system together), with each part:
     `user` (its own code) and `system` (the kernel's work for it), and the
-    TCP segments the whole machine sent while it ran (`segments`; over
-    loopback, every segment of its connections, both ways, is one)."""
+    TCP segments and UDP datagrams the whole machine sent while it ran
+    (`segments`, `datagrams`; over loopback, every packet of its
+    connections, both ways, is one of them)."""
 
-    def __new__(cls, user, system, segments=0):
+    def __new__(cls, user, system, sent=(0, 0)):
         cpu = super().__new__(cls, user + system)
-        cpu.user, cpu.system, cpu.segments = user, system, segments
+        cpu.user, cpu.system = user, system
+        cpu.segments, cpu.datagrams = sent
         return cpu
 
 
-def tcp_segments_sent():
-    """The machine's count of TCP segments sent (`OutSegs` in /proc/net/snmp)."""
-    rows = [line.split() for line in Path("/proc/net/snmp").read_text().splitlines() if line.startswith("Tcp:")]
-    return int(rows[1][rows[0].index("OutSegs")])
+def packets_sent():
+    """The machine's counts of TCP segments and UDP datagrams sent
+    (`OutSegs` and `OutDatagrams` in /proc/net/snmp)."""
+    lines = Path("/proc/net/snmp").read_text().splitlines()
+
+    def counter(protocol, name):
+        names, values = (line.split() for line in lines if line.startswith(f"{protocol}:"))
+        return int(values[names.index(name)])
+
+    return counter("Tcp", "OutSegs"), counter("Udp", "OutDatagrams")
 
 
 def measured(cmd, cores, limit):
@@ -149,7 +157,7 @@ def measured(cmd, cores, limit):
     benchmark stops."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         full = ["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, "taskset", "-c", cores] + cmd
-        segments = tcp_segments_sent()
+        before = packets_sent()
         proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
         try:
@@ -160,10 +168,10 @@ def measured(cmd, cores, limit):
             if isinstance(e, subprocess.TimeoutExpired):
                 raise SystemExit(f"{cmd[0]} still ran after {limit} s and was killed: {' '.join(cmd)}")
             raise
-        segments = tcp_segments_sent() - segments
+        sent = tuple(after - then for after, then in zip(packets_sent(), before))
         fields = Path(tf.name).read_text().split()
         user, sys_, rss_kb = float(fields[-3]), float(fields[-2]), int(fields[-1])
-    return subprocess.CompletedProcess(full, proc.returncode, out, err), CpuTime(user, sys_, segments), rss_kb
+    return subprocess.CompletedProcess(full, proc.returncode, out, err), CpuTime(user, sys_, sent), rss_kb
 
 
 def volley_figures(cmd, cores, limit):
@@ -183,6 +191,7 @@ def volley_figures(cmd, cores, limit):
         "cpu_us_per_req": 1e6 * cpu / max(summary["requests"], 1),
         "user_us_per_req": 1e6 * cpu.user / max(summary["requests"], 1),
         "segments_per_req": cpu.segments / max(summary["requests"], 1),
+        "datagrams_per_req": cpu.datagrams / max(summary["requests"], 1),
         "rss_mb": rss / 1024,
     }
 
@@ -206,6 +215,8 @@ def oha_figures(cmd, cores, limit):
         "error_names": sorted(errors),
         "p50_ms": data["latencyPercentiles"]["p50"] * 1000,
         "cpu_us_per_req": 1e6 * cpu / max(answered, 1),
+        "user_us_per_req": 1e6 * cpu.user / max(answered, 1),
+        "datagrams_per_req": cpu.datagrams / max(answered, 1),
         "rss_mb": rss / 1024,
     }
 
@@ -284,6 +295,13 @@ class CaseRows:
         verdict = "" if met is None else ("yes" if met else "no")
         self.rows.append(f"| {self.label}: {what} | {v} | {peer} | {ratio:.2f} | {target} | {verdict} |")
 
+    def add_packets(self, tool, peer, packets, named):
+        """A reported row: the packets (`packets`, the figure's key) the
+        machine sent per request while `tool` ran and while `peer` did."""
+        mine, theirs = (statistics.median(r[packets] for r in self.rounds[t]) for t in (tool, peer))
+        self.add(f"{named} (machine-wide), {tool} vs {peer}", f"{mine:.2f}", f"{theirs:.2f}", mine / theirs,
+                 "reported")
+
     def add_split(self, tool, peer, what):
         """Two reported rows: where `tool`'s and `peer`'s CPU per request goes,
         in user space (the tool's own code) and in the kernel (its system
@@ -293,16 +311,15 @@ class CaseRows:
             mine, theirs = (statistics.median(of(r) for r in self.rounds[t]) for t in (tool, peer))
             self.add(f"CPU/request {part}, {what}", f"{mine:.2f} us", f"{theirs:.2f} us", mine / theirs, "reported")
 
-    def add_floor(self, tool, peer):
+    def add_floor(self, tool, peer, packets="segments_per_req", named="TCP segments/request"):
         """Two reported rows on how far `tool`'s CPU per request can fall
-        against `peer`'s: the TCP segments each put on the wire per request
-        (the same segments mean the same work for the kernel's network
-        stack), and `peer`'s kernel time as a share of its CPU per request,
-        which is the ratio `tool` would reach with that kernel time and no
-        user space at all."""
-        mine, theirs = (statistics.median(r["segments_per_req"] for r in self.rounds[t]) for t in (tool, peer))
-        self.add(f"TCP segments/request (machine-wide), {tool} vs {peer}", f"{mine:.2f}", f"{theirs:.2f}",
-                 mine / theirs, "reported")
+        against `peer`'s: the packets (`packets`, the figure's key, `named`
+        as the table says) each put on the wire per request (the same
+        packets mean the same work for the kernel's network stack), and
+        `peer`'s kernel time as a share of its CPU per request, which is
+        the ratio `tool` would reach with that kernel time and no user
+        space at all."""
+        self.add_packets(tool, peer, packets, named)
         kernel = statistics.median((r["cpu_us_per_req"] - r["user_us_per_req"]) / r["cpu_us_per_req"]
                                    for r in self.rounds[peer])
         self.add(f"{peer}'s kernel time over its CPU/request: the ratio with no user space and its kernel time",

@@ -63,6 +63,7 @@ def run_shb(batched, extra=(), threads=1):
             "cpu_us_per_req": 1e6 * cpu / max(total, 1),
             "user_us_per_req": 1e6 * cpu.user / max(total, 1),
             "segments_per_req": cpu.segments / max(total, 1),
+            "datagrams_per_req": cpu.datagrams / max(total, 1),
             "rss_mb": rss / 1024,
         }
     return run
