@@ -12,7 +12,7 @@
 
 use super::Prepared;
 use super::exchange::WorkerCtx;
-use crate::http1::{self, ResponseReader};
+use crate::http1::{self, RequestBytes, ResponseReader};
 use crate::http2::Lane;
 use crate::net::Stream;
 use crate::request::Request;
@@ -207,10 +207,11 @@ impl Driver {
 /// request queued and its response read by plain polls, with the loop's
 /// deadline and connection handling as in [`Driver::round_trip`].
 impl Driver {
-    /// Queues `request`, sent at `now` with `deadline`, on the loop's
-    /// connection when it is open, idle, plain on the worker's ring and its
-    /// send queue has room; otherwise `false`, with nothing sent.
-    pub(super) fn lean_send(&mut self, request: &[u8], now: Instant, deadline: Instant) -> bool {
+    /// Sends one `request` (kept, or queued) at `now` with `deadline`, on
+    /// the loop's connection when it is open, idle, plain on the worker's
+    /// ring and its send queue has room; otherwise `false`, with nothing
+    /// sent.
+    pub(super) fn lean_send(&mut self, request: &RequestBytes, now: Instant, deadline: Instant) -> bool {
         let Way::H1(h1) = &mut self.way else {
             return false;
         };
@@ -221,7 +222,10 @@ impl Driver {
         let Some(ring) = socket.stream.as_mut().and_then(Stream::ring_socket) else {
             return false;
         };
-        if !ring.queue_whole(request) {
+        // From the run's own bytes, with no completion to reap: a loop on
+        // the fast path sends its next request only once this one is
+        // answered.
+        if !ring.send_kept(&request.bytes, request.single) && !ring.queue_whole(request.repeat_slice(1)) {
             return false;
         }
         socket.busy = true;

@@ -130,10 +130,9 @@ impl<'a> Rounds<'a> {
                         count,
                         queued: false,
                     };
-                    let request = self.request.repeat_slice(1);
                     if !self
                         .driver
-                        .lean_send(request, intended.into(), deadline(self.ctx, ticket))
+                        .lean_send(self.request, intended.into(), deadline(self.ctx, ticket))
                     {
                         return Poll::Ready(Exit::General(ticket));
                     }

@@ -11,13 +11,16 @@
 use crate::request::{Fields, Request};
 pub use crate::request::{Overrides, check_framing};
 use crate::target::Target;
+use bytes::Bytes;
 
 /// The exact bytes of one request, reused for every send.
 #[derive(Clone, Debug)]
 pub struct RequestBytes {
     /// The request, repeated `depth` times so a pipelined round of any size
-    /// up to `depth` is one prefix of this buffer, written at once.
-    pub bytes: Vec<u8>,
+    /// up to `depth` is one prefix of this buffer, written at once. Shared
+    /// and never changed, so a worker's ring can send it from where it is,
+    /// keeping a handle on it.
+    pub bytes: Bytes,
     /// Length of one request.
     pub single: usize,
     /// A HEAD request's response carries no body whatever its headers say.
@@ -60,7 +63,7 @@ impl RequestBytes {
         encode(&mut bytes, request, keepalive);
         RequestBytes {
             single: bytes.len(),
-            bytes,
+            bytes: Bytes::from(bytes),
             is_head: request.is_head(),
         }
     }
@@ -89,7 +92,7 @@ impl RequestBytes {
     /// hold a large `--body-file` twice at the start of the run.
     pub fn pipelined(mut self, depth: u32) -> RequestBytes {
         if depth > 1 {
-            self.bytes = self.bytes[..self.single].repeat(depth as usize);
+            self.bytes = Bytes::from(self.bytes[..self.single].repeat(depth as usize));
         } else {
             self.bytes.truncate(self.single);
         }
@@ -114,7 +117,7 @@ mod tests {
     #[test]
     fn get_has_host_and_agent() {
         let req = RequestBytes::build("GET", &target(), &[], b"", true);
-        let text = String::from_utf8(req.bytes).unwrap();
+        let text = String::from_utf8(req.bytes.to_vec()).unwrap();
         assert!(text.starts_with("GET /a/b?x=1 HTTP/1.1\r\nHost: example.test:8080\r\n"));
         assert!(text.contains("User-Agent: volley/"));
         assert!(text.ends_with("\r\n\r\n"));
@@ -125,7 +128,7 @@ mod tests {
     fn body_gets_length_and_close_when_asked() {
         let headers = vec![("X-Test".to_string(), "1".to_string())];
         let req = RequestBytes::build("POST", &target(), &headers, b"hello", false);
-        let text = String::from_utf8(req.bytes).unwrap();
+        let text = String::from_utf8(req.bytes.to_vec()).unwrap();
         assert!(text.contains("X-Test: 1\r\n"));
         assert!(text.contains("Content-Length: 5\r\n"));
         assert!(text.contains("Connection: close\r\n"));
@@ -136,11 +139,11 @@ mod tests {
     fn url_credentials_send_basic_auth_unless_the_user_sets_one() {
         let target = Target::parse("http://u:p@example.test/").unwrap();
         let req = RequestBytes::build("GET", &target, &[], b"", true);
-        let text = String::from_utf8(req.bytes).unwrap();
+        let text = String::from_utf8(req.bytes.to_vec()).unwrap();
         assert!(text.contains("Authorization: Basic dTpw\r\n"), "{text}");
         let mine = vec![("authorization".to_string(), "Bearer t".to_string())];
         let req = RequestBytes::build("GET", &target, &mine, b"", true);
-        let text = String::from_utf8(req.bytes).unwrap();
+        let text = String::from_utf8(req.bytes.to_vec()).unwrap();
         assert_eq!(
             text.to_ascii_lowercase().matches("authorization:").count(),
             1,
@@ -183,7 +186,7 @@ mod tests {
     fn user_host_overrides_default() {
         let headers = vec![("host".to_string(), "other".to_string())];
         let req = RequestBytes::build("HEAD", &target(), &headers, b"", true);
-        let text = String::from_utf8(req.bytes).unwrap();
+        let text = String::from_utf8(req.bytes.to_vec()).unwrap();
         assert_eq!(text.matches("ost: ").count(), 1);
         assert!(text.contains("host: other\r\n"));
         assert!(req.is_head);
@@ -197,7 +200,7 @@ mod tests {
             ("Connection".to_string(), "keep-alive".to_string()),
         ];
         let req = RequestBytes::build("POST", &target(), &headers, b"hello", false);
-        let text = String::from_utf8(req.bytes).unwrap();
+        let text = String::from_utf8(req.bytes.to_vec()).unwrap();
         assert_eq!(
             text.to_ascii_lowercase().matches("user-agent:").count(),
             1,
@@ -215,7 +218,7 @@ mod tests {
         );
         let empty_post = RequestBytes::build("POST", &target(), &[], b"", true);
         assert!(
-            String::from_utf8(empty_post.bytes)
+            String::from_utf8(empty_post.bytes.to_vec())
                 .unwrap()
                 .contains("Content-Length: 0\r\n")
         );

@@ -12,7 +12,7 @@
 //! and an `epoll_wait` per connection woken; on the ring all of a turn's
 //! connections share one system call.
 
-use super::{Inner, Provided, Ring, RingSocket, SEND_QUEUE, keep_waker, send, user_data};
+use super::{Inner, Kind, Provided, Ring, RingSocket, SEND_QUEUE, keep_waker, send, user_data};
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -322,7 +322,7 @@ impl Inner {
                     send_msg(fixed, index, fd, msg)
                 }
             }
-            .user_data(user_data(index, generation, true));
+            .user_data(user_data(index, generation, Kind::Send));
             self.slots[index].sends += 1;
             self.issue(index, &entry);
         }
@@ -378,7 +378,7 @@ impl Inner {
         if !slot.receiving {
             return;
         }
-        let entry = opcode::AsyncCancel::new(user_data(index, slot.generation, false))
+        let entry = opcode::AsyncCancel::new(user_data(index, slot.generation, Kind::Receive))
             .build()
             .user_data(u64::MAX);
         self.push(&entry);

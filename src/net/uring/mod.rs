@@ -18,7 +18,10 @@
 //! worker, not per connection, and a receive is armed once per connection,
 //! not once per response. Writes are copied into a small per-connection
 //! queue and sent at the end of the turn, all of a connection's writes of
-//! one turn in one send.
+//! one turn in one send. The closed model's own HTTP/1.1 request is not
+//! copied: it goes from the run's bytes, which the ring keeps a handle on,
+//! and its send posts no completion unless it fails (there is no buffer
+//! to take back), so a request and its response cost one completion.
 //!
 //! A worker whose every request loop waits for a response may instead
 //! wait in `io_uring_enter` for a few completions at once ([`Batch`]): one
@@ -41,6 +44,7 @@ mod turn;
 pub use datagram::RingDatagram;
 pub use timer::RingSleep;
 
+use bytes::Bytes;
 use io_uring::types::BufRingEntry;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use std::alloc::Layout;
@@ -85,23 +89,48 @@ const BUFFER_GROUP: u16 = 0;
 /// A connection's queued writes at most; a writer past it waits for the
 /// send in flight (a large body goes out in pieces of this size).
 const SEND_QUEUE: usize = 64 * 1024;
+/// Buffers a ring keeps for kept sends at most (a run sends one request
+/// from one buffer); past them, sends are copied into the socket's queue.
+const MAX_KEPT: usize = 8;
 /// How long dropping a ring waits for the kernel to cancel what is still in
 /// flight before it gives the buffers up for lost (never freed).
 const CANCEL_WAIT: Duration = Duration::from_millis(500);
 
 /// What a completion is for, in its `user_data`: the slot's index in the
-/// low 32 bits, its generation above, the kind in the top bit.
+/// low 32 bits, its generation's low 30 bits above, the kind in the top
+/// two.
 const SEND_BIT: u64 = 1 << 63;
+/// A kept send ([`RingSocket::send_kept`]): its completion comes only when
+/// it failed.
+const KEPT_BIT: u64 = 1 << 62;
+const GENERATION_MASK: u32 = 0x3fff_ffff;
 
-fn user_data(index: usize, generation: u32, send: bool) -> u64 {
-    let kind = if send { SEND_BIT } else { 0 };
-    kind | (u64::from(generation & 0x7fff_ffff) << 32) | index as u64
+/// What a completion says it is for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Receive,
+    Send,
+    KeptSend,
 }
 
-fn slot_of(user_data: u64) -> (usize, u32, bool) {
+fn user_data(index: usize, generation: u32, kind: Kind) -> u64 {
+    let kind = match kind {
+        Kind::Receive => 0,
+        Kind::Send => SEND_BIT,
+        Kind::KeptSend => KEPT_BIT,
+    };
+    kind | (u64::from(generation & GENERATION_MASK) << 32) | index as u64
+}
+
+fn slot_of(user_data: u64) -> (usize, u32, Kind) {
     let index = (user_data & 0xffff_ffff) as usize;
-    let generation = ((user_data >> 32) & 0x7fff_ffff) as u32;
-    (index, generation, user_data & SEND_BIT != 0)
+    let generation = ((user_data >> 32) as u32) & GENERATION_MASK;
+    let kind = match (user_data & SEND_BIT != 0, user_data & KEPT_BIT != 0) {
+        (true, _) => Kind::Send,
+        (false, true) => Kind::KeptSend,
+        (false, false) => Kind::Receive,
+    };
+    (index, generation, kind)
 }
 
 /// The provided buffers: their memory, and the ring through which the
@@ -318,6 +347,12 @@ struct Inner {
     stamping: Option<stamp::Stamping>,
     /// A socket refused the stamps: the ring no longer waits for batches.
     stamps_refused: bool,
+    /// What kept sends were sent from: held until the ring is gone, after
+    /// `uring` (declared first, so dropped first, closing the ring).
+    kept: Vec<Bytes>,
+    /// Completions reaped for sends, kept or not.
+    #[cfg(test)]
+    send_completions: usize,
 }
 
 /// What tokio's reactor watches to learn that the ring has work: the
@@ -410,6 +445,9 @@ impl Ring {
                 readers_waiting: 0,
                 stamping: None,
                 stamps_refused: false,
+                kept: Vec::new(),
+                #[cfg(test)]
+                send_completions: 0,
             }),
             batch: std::cell::Cell::new(None),
         }))
@@ -684,7 +722,7 @@ impl Inner {
                 false => opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUFFER_GROUP).build(),
             },
         }
-        .user_data(user_data(index, slot.generation, false));
+        .user_data(user_data(index, slot.generation, Kind::Receive));
         slot.receiving = true;
         self.issue(index, &entry);
     }
@@ -697,10 +735,61 @@ impl Inner {
         let entry = send(fixed, index, fd.as_raw_fd(), rest, libc::MSG_NOSIGNAL).user_data(user_data(
             index,
             slot.generation,
-            true,
+            Kind::Send,
         ));
         slot.sends += 1;
         self.issue(index, &entry);
+    }
+
+    /// A kept send of `bytes[..len]` on slot `index`, if nothing of the
+    /// slot's is queued or in flight to go before it (see
+    /// [`RingSocket::send_kept`]).
+    fn send_kept(&mut self, index: usize, bytes: &Bytes, len: usize) -> bool {
+        let slot = &self.slots[index];
+        let Some(fd) = &slot.fd else { return false };
+        if slot.datagram || slot.broken.is_some() || slot.sends > 0 || !slot.queued.is_empty() {
+            return false;
+        }
+        if !self
+            .kept
+            .iter()
+            .any(|kept| kept.as_ptr() == bytes.as_ptr() && kept.len() >= len)
+        {
+            if self.kept.len() >= MAX_KEPT {
+                return false;
+            }
+            self.kept.push(bytes.clone());
+        }
+        // MSG_WAITALL: the kernel sends the rest of a short send itself, so
+        // the one completion is a failure's.
+        let entry = send(
+            index < self.registered,
+            index,
+            fd.as_raw_fd(),
+            &bytes[..len],
+            libc::MSG_NOSIGNAL | libc::MSG_WAITALL,
+        )
+        .flags(squeue::Flags::SKIP_SUCCESS)
+        .user_data(user_data(index, slot.generation, Kind::KeptSend));
+        self.push(&entry);
+        true
+    }
+
+    /// A kept send on slot `index` failed, or went out only in part: the
+    /// socket is broken for every later write. A completion for a socket
+    /// since dropped (an older `generation`) is nobody's.
+    fn kept_send_failed(&mut self, index: usize, generation: u32, result: i32) {
+        let Some(slot) = self.slots.get_mut(index) else {
+            return;
+        };
+        if slot.fd.is_none() || slot.generation & GENERATION_MASK != generation {
+            return;
+        }
+        slot.broken
+            .get_or_insert(if result < 0 { -result } else { libc::EPIPE });
+        slot.wake_writer();
+        let woke = slot.wake_reader();
+        self.readers_waiting -= usize::from(woke);
     }
 
     /// An operation on slot `index`'s socket had its last completion.
@@ -822,15 +911,23 @@ impl Inner {
             if cqe.user_data() == u64::MAX {
                 continue; // the cancel-all of `Drop`
             }
-            let (index, generation, send) = slot_of(cqe.user_data());
+            let (index, generation, kind) = slot_of(cqe.user_data());
             if index == timer::TIMER_INDEX {
                 self.timer_completed(generation);
                 continue;
             }
-            if send {
-                self.sent(index, cqe.result());
-            } else {
-                self.received(index, cqe.result(), cqe.flags());
+            #[cfg(test)]
+            {
+                self.send_completions += usize::from(kind != Kind::Receive);
+            }
+            match kind {
+                Kind::Send => self.sent(index, cqe.result()),
+                Kind::Receive => self.received(index, cqe.result(), cqe.flags()),
+                Kind::KeptSend => {
+                    // Not counted in flight: the slot may be gone.
+                    self.kept_send_failed(index, generation, cqe.result());
+                    continue;
+                }
             }
             let slot = &mut self.slots[index];
             if slot.dropped && slot.in_flight == 0 {
@@ -1018,6 +1115,23 @@ impl RingSocket {
         inner.queue_send(self.index, data);
         true
     }
+
+    /// Sends `bytes[..len]` from where they are, with the turn's other
+    /// sends, and with no completion at all when the send succeeds: the
+    /// ring keeps a handle on `bytes` (which never change) for as long as
+    /// the kernel may read them, so it has no buffer to take back. A
+    /// failed send breaks the socket for later writes, as any send's
+    /// failure does. `false` (nothing sent) when something of this
+    /// socket's is queued or in flight to go first, an earlier send
+    /// failed, or the ring keeps too many buffers already: then the caller
+    /// queues a copy.
+    ///
+    /// Only for a connection whose next send waits for the peer's answer
+    /// to this one (a request, then its response): with no completion,
+    /// the ring cannot know that this send has gone when the next comes.
+    pub fn send_kept(&mut self, bytes: &Bytes, len: usize) -> bool {
+        self.ring.inner.borrow_mut().send_kept(self.index, bytes, len)
+    }
 }
 
 impl AsyncWrite for RingSocket {
@@ -1187,10 +1301,14 @@ pub(super) mod tests {
 
     #[test]
     fn user_data_round_trips() {
-        assert_eq!(slot_of(user_data(7, 3, true)), (7, 3, true));
+        assert_eq!(slot_of(user_data(7, 3, Kind::Send)), (7, 3, Kind::Send));
         assert_eq!(
-            slot_of(user_data(123_456, 0x7fff_ffff, false)),
-            (123_456, 0x7fff_ffff, false)
+            slot_of(user_data(123_456, GENERATION_MASK, Kind::Receive)),
+            (123_456, GENERATION_MASK, Kind::Receive)
+        );
+        assert_eq!(
+            slot_of(user_data(5, GENERATION_MASK + 2, Kind::KeptSend)),
+            (5, 1, Kind::KeptSend)
         );
     }
 
@@ -1223,6 +1341,64 @@ pub(super) mod tests {
         let tcp = std::net::TcpStream::connect(addr).unwrap();
         tcp.set_nonblocking(true).unwrap();
         (ring.adopt(OwnedFd::from(tcp)), thread)
+    }
+
+    /// A kept send goes out from the caller's bytes and posts no
+    /// completion; it waits its turn behind queued bytes (refused); once
+    /// the peer has reset the connection, a kept send's failure breaks the
+    /// socket for every later write.
+    #[test]
+    fn a_kept_send_posts_no_completion_and_its_failure_breaks_the_socket() {
+        use std::io::{Read, Write};
+        on_a_ring(2, async |ring| {
+            let (close, closing) = std::sync::mpsc::channel::<()>();
+            let (mut socket, peer) = with_peer(&ring, move |mut peer| {
+                let mut got = [0u8; 5];
+                peer.read_exact(&mut got).unwrap();
+                assert_eq!(&got, b"ping!");
+                peer.write_all(b"pong").unwrap();
+                closing.recv().unwrap();
+                // Closed with bytes unread and no lingering: a reset.
+                let linger = libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                // SAFETY: a plain syscall with a pointer to a live linger
+                // and its size.
+                unsafe {
+                    libc::setsockopt(
+                        peer.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_LINGER,
+                        (&raw const linger).cast(),
+                        size_of::<libc::linger>() as libc::socklen_t,
+                    )
+                };
+            });
+            let bytes = Bytes::from_static(b"ping!and more");
+            assert!(socket.send_kept(&bytes, 5));
+            let mut got = [0u8; 4];
+            ring.run(socket.read_exact(&mut got)).await.unwrap();
+            assert_eq!(&got, b"pong");
+            assert_eq!(ring.inner.borrow().send_completions, 0);
+            assert!(socket.queue_whole(b"abc"));
+            assert!(!socket.send_kept(&bytes, 5), "sent ahead of queued bytes");
+            ring.run(tokio::time::sleep(Duration::from_millis(20))).await;
+            assert_eq!(ring.inner.borrow().send_completions, 1, "the queued bytes' send");
+
+            close.send(()).unwrap();
+            peer.join().unwrap();
+            let mut rest = [0u8; 8];
+            let ended = ring.run(socket.read(&mut rest)).await;
+            assert!(matches!(ended, Ok(0) | Err(_)), "{ended:?}");
+            assert!(socket.send_kept(&bytes, 5));
+            ring.run(tokio::time::sleep(Duration::from_millis(50))).await;
+            assert!(!socket.send_kept(&bytes, 5), "a broken socket took a kept send");
+            assert!(!socket.queue_whole(b"x"));
+            assert!(ring.run(socket.write(b"x")).await.is_err());
+            // The ring keeps the one buffer it sent from.
+            assert_eq!(ring.inner.borrow().kept.len(), 1);
+        });
     }
 
     /// A peer that, once it has read the 2 bytes the test sends (the

@@ -9,7 +9,7 @@
 //! costs no system call of its own. Same clock (CLOCK_MONOTONIC), same
 //! high-resolution timer in the kernel, so the same precision.
 
-use super::{Inner, Ring, keep_waker, user_data};
+use super::{GENERATION_MASK, Inner, Kind, Ring, keep_waker, user_data};
 use io_uring::{opcode, types};
 use std::future::Future;
 use std::pin::Pin;
@@ -42,7 +42,7 @@ impl Inner {
     /// sleep from now on, by its generation.
     fn arm_timer(&mut self, clock: Duration) -> u32 {
         let timer = &mut self.timer;
-        timer.generation = (timer.generation + 1) & 0x7fff_ffff;
+        timer.generation = (timer.generation + 1) & GENERATION_MASK;
         timer.fired = false;
         timer.waker = None;
         *timer.deadline = types::Timespec::new()
@@ -51,7 +51,7 @@ impl Inner {
         let entry = opcode::Timeout::new(&*timer.deadline)
             .flags(types::TimeoutFlags::ABS)
             .build()
-            .user_data(user_data(TIMER_INDEX, timer.generation, false));
+            .user_data(user_data(TIMER_INDEX, timer.generation, Kind::Receive));
         self.in_flight += 1;
         self.push(&entry);
         self.timer.generation
