@@ -399,7 +399,6 @@ impl Ring {
     /// this thread's runtime.
     pub fn new(connections: usize) -> io::Result<Rc<Ring>> {
         let (uring, deferred) = build_uring()?;
-        let entry = enter::Entry::register(&uring);
         let provided = Provided::new(connections);
         provided.register(&uring)?;
         // Without a table (a low descriptor limit) sockets go by descriptor.
@@ -425,6 +424,9 @@ impl Ring {
         // it owns, or the ring's, which `inner` closes after `ready`
         // (declared first) has left the reactor.
         let ready = unsafe { AsyncFd::register_with_interest(watched, tokio::io::Interest::READABLE) }?;
+        // Last, when nothing can fail any more: a ring given up above
+        // leaves nothing in the thread's table (only `Drop` takes it out).
+        let entry = enter::Entry::register(&uring);
         Ok(Rc::new(Ring {
             ready,
             inner: RefCell::new(Inner {
