@@ -89,6 +89,12 @@ const BUFFER_GROUP: u16 = 0;
 /// A connection's queued writes at most; a writer past it waits for the
 /// send in flight (a large body goes out in pieces of this size).
 const SEND_QUEUE: usize = 64 * 1024;
+/// The largest kept send. With the request before it answered, that much
+/// finds room in the socket's buffer (4 KiB at the smallest) and goes at
+/// once; a large body could wait for room, still going when the next send
+/// comes (a server may answer before it has read the whole request), and
+/// the two would mix on the wire.
+const KEPT_UP_TO: usize = 4096;
 /// Buffers a ring keeps for kept sends at most (a run sends one request
 /// from one buffer); past them, sends are copied into the socket's queue.
 const MAX_KEPT: usize = 8;
@@ -749,7 +755,12 @@ impl Inner {
     fn send_kept(&mut self, index: usize, bytes: &Bytes, len: usize) -> bool {
         let slot = &self.slots[index];
         let Some(fd) = &slot.fd else { return false };
-        if slot.datagram || slot.broken.is_some() || slot.sends > 0 || !slot.queued.is_empty() {
+        if len > KEPT_UP_TO
+            || slot.datagram
+            || slot.broken.is_some()
+            || slot.sends > 0
+            || !slot.queued.is_empty()
+        {
             return false;
         }
         if !self
@@ -1123,10 +1134,10 @@ impl RingSocket {
     /// ring keeps a handle on `bytes` (which never change) for as long as
     /// the kernel may read them, so it has no buffer to take back. A
     /// failed send breaks the socket for later writes, as any send's
-    /// failure does. `false` (nothing sent) when something of this
-    /// socket's is queued or in flight to go first, an earlier send
-    /// failed, or the ring keeps too many buffers already: then the caller
-    /// queues a copy.
+    /// failure does. `false` (nothing sent) when the send is larger than a
+    /// few kilobytes, something of this socket's is queued or in flight to
+    /// go first, an earlier send failed, or the ring keeps too many buffers
+    /// already: then the caller queues a copy.
     ///
     /// Only for a connection whose next send waits for the peer's answer
     /// to this one (a request, then its response): with no completion,
