@@ -613,10 +613,30 @@ impl Drop for Ring {
 }
 
 impl Inner {
+    /// Reaps the receives that the sockets' shutdowns ended (each dropped
+    /// socket is shut down), whose ends wait as completions or as deferred
+    /// work, until none is left or `began` is `CANCEL_WAIT` ago. Why before
+    /// a cancel of all that is left: for each operation such a cancel
+    /// ends, the kernel scans every one still armed, ended or not, so with
+    /// 4,000 receives it took about 0.14 s of CPU at the end of a run; this
+    /// takes their ends in one kernel entry per 20 (as many as the kernel
+    /// runs at each).
+    fn take_ended_receives(&mut self, began: Instant) {
+        loop {
+            self.reap();
+            if self.in_flight == 0 || !self.uring.submission().taskrun() || began.elapsed() >= CANCEL_WAIT {
+                return;
+            }
+            self.enter_quietly();
+        }
+    }
+
     /// Cancels every operation in flight and waits for their last
     /// completions: until then the kernel may still write into the
     /// buffers and read the send queues.
     fn cancel_everything(&mut self) {
+        let began = Instant::now();
+        self.take_ended_receives(began);
         if self.in_flight == 0 {
             return;
         }
@@ -624,7 +644,6 @@ impl Inner {
             .build()
             .user_data(u64::MAX);
         self.push(&cancel);
-        let began = Instant::now();
         while self.in_flight > 0 && began.elapsed() < CANCEL_WAIT {
             let _ = self.uring.submit_and_wait(1);
             self.reap();
@@ -1632,6 +1651,49 @@ pub(super) mod tests {
                 return;
             };
             echo_through(unregistered.clone()).await;
+        });
+    }
+
+    /// The sockets a ring outlives were each shut down, which ends their
+    /// receives: the ring takes those ends as they come, more than the
+    /// kernel runs in one entry, and leaves nothing for a cancel of all.
+    #[test]
+    fn the_receives_of_dropped_sockets_end_without_a_cancel() {
+        const SOCKETS: usize = 50;
+        on_a_ring(SOCKETS, async |ring| {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (done, finished) = std::sync::mpsc::channel::<()>();
+            let peers = std::thread::spawn(move || {
+                let held: Vec<_> = (0..SOCKETS).map(|_| listener.accept().unwrap().0).collect();
+                finished.recv().unwrap();
+                drop(held);
+            });
+            let mut sockets: Vec<RingSocket> = (0..SOCKETS)
+                .map(|_| {
+                    let tcp = std::net::TcpStream::connect(addr).unwrap();
+                    tcp.set_nonblocking(true).unwrap();
+                    ring.adopt(OwnedFd::from(tcp))
+                })
+                .collect();
+            let mut buf = [0u8; 8];
+            for socket in &mut sockets {
+                let read = std::future::poll_fn(|cx| {
+                    Poll::Ready(Pin::new(&mut *socket).poll_read(cx, &mut ReadBuf::new(&mut buf)))
+                });
+                assert!(
+                    ring.run(read).await.is_pending(),
+                    "a byte came from a silent peer"
+                );
+            }
+            // A turn that waits submits the receives armed above.
+            ring.run(tokio::time::sleep(Duration::from_millis(20))).await;
+            assert_eq!(ring.inner.borrow().in_flight as usize, SOCKETS);
+            drop(sockets);
+            ring.inner.borrow_mut().take_ended_receives(Instant::now());
+            assert_eq!(ring.inner.borrow().in_flight, 0, "receives left for the cancel");
+            done.send(()).unwrap();
+            peers.join().unwrap();
         });
     }
 
