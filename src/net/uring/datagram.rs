@@ -367,8 +367,7 @@ impl Inner {
                 false => slot.received.push_back((id, result as u32)),
             }
         }
-        let woke = slot.wake_reader();
-        self.readers_waiting -= usize::from(woke);
+        self.wake_reader(index);
     }
 
     /// Ends slot `index`'s multishot receive: it completes, cancelled, and

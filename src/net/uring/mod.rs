@@ -296,17 +296,6 @@ struct Slot {
 }
 
 impl Slot {
-    /// Wakes the task waiting to read, if one is: whether one was.
-    fn wake_reader(&mut self) -> bool {
-        match self.reader.take() {
-            Some(waker) => {
-                waker.wake();
-                true
-            }
-            None => false,
-        }
-    }
-
     fn wake_writer(&mut self) {
         if let Some(waker) = self.writer.take() {
             waker.wake();
@@ -807,6 +796,15 @@ impl Inner {
         true
     }
 
+    /// Wakes the task waiting to read slot `index`'s socket, if one is,
+    /// which then waits no more.
+    fn wake_reader(&mut self, index: usize) {
+        if let Some(waker) = self.slots[index].reader.take() {
+            self.readers_waiting -= 1;
+            waker.wake();
+        }
+    }
+
     /// A kept send on slot `index` failed, or went out only in part: the
     /// socket is broken for every later write. A completion for a socket
     /// since dropped (an older `generation`) is nobody's.
@@ -820,8 +818,7 @@ impl Inner {
         slot.broken
             .get_or_insert(if result < 0 { -result } else { libc::EPIPE });
         slot.wake_writer();
-        let woke = slot.wake_reader();
-        self.readers_waiting -= usize::from(woke);
+        self.wake_reader(index);
     }
 
     /// An operation on slot `index`'s socket had its last completion.
@@ -1004,8 +1001,7 @@ impl Inner {
         }
         // ENOBUFS: every buffer is taken; re-armed when this socket is read
         // next, by then buffers are back.
-        let woke = slot.wake_reader();
-        self.readers_waiting -= usize::from(woke);
+        self.wake_reader(index);
     }
 
     fn sent(&mut self, index: usize, result: i32) {
