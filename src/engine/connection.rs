@@ -82,12 +82,7 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
             }
             match loops.poll_next_unpin(cx) {
                 Poll::Ready(Some(slot)) => done.push(slot),
-                // Not even the idle member is left (the check above comes
-                // first): every loop has ended.
-                Poll::Ready(None) => {
-                    ctx.flush_frames(cx);
-                    return Poll::Ready(());
-                }
+                Poll::Ready(None) => continue,
                 Poll::Pending => {
                     ctx.flush_frames(cx);
                     return Poll::Pending;
