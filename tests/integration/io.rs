@@ -220,11 +220,11 @@ fn assert_batches_count_exactly_and_end_on_time(load: &[&str]) {
         assert_eq!(s["errors"], 0, "{extra:?}: {s}");
     }
     // Half a second of a stalled server in the middle of a 1.5 s run.
-    let pause = pause_later(&server, std::time::Duration::from_millis(400), 500);
     let began = std::time::Instant::now();
-    let (out, json) = args(&["-d", "1500ms"]);
+    let (out, json) = paused_during(&server, std::time::Duration::from_millis(400), 500, || {
+        args(&["-d", "1500ms"])
+    });
     let took = began.elapsed();
-    pause.join().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let s = summary(&json);
     assert_eq!(s["errors"], 0, "{s}");

@@ -4,7 +4,7 @@
 //! a duration and goes to the embedded target on 127.0.0.1.
 
 use super::support::{
-    exclusive, num, pause_later, schema_violations, summary, target, target_with, timed, url, volley_json,
+    exclusive, num, paused_during, schema_violations, summary, target, target_with, timed, url, volley_json,
 };
 use std::process::Command;
 use std::time::Duration;
@@ -37,9 +37,9 @@ fn fixed_rate_holds_its_count_and_schedule() {
 fn a_stall_shows_in_latency_from_the_intended_time() {
     let _exclusive = timed();
     let server = target();
-    let staller = pause_later(&server, Duration::from_secs(4), 1000);
-    let (out, report) = volley_json(&["run", "-R", "1000", "-d", "10s", &url(&server, "/hi")]);
-    staller.join().unwrap();
+    let (out, report) = paused_during(&server, Duration::from_secs(4), 1000, || {
+        volley_json(&["run", "-R", "1000", "-d", "10s", &url(&server, "/hi")])
+    });
     assert!(out.status.success());
     let s = summary(&report);
     let (p50, p99) = (num(&s["latency_ms"]["p50"]), num(&s["latency_ms"]["p99"]));

@@ -40,20 +40,32 @@ pub fn wait_for_stats(server: &ServerHandle, check: impl Fn(&StatsSnapshot) -> b
     }
 }
 
-/// Pauses `server` for `pause_ms` after `after`, from a thread of its own
-/// (the target's `/pause` endpoint); join it once the run is over.
-pub fn pause_later(server: &ServerHandle, after: Duration, pause_ms: u64) -> std::thread::JoinHandle<()> {
-    use std::io::{Read, Write};
-    let addr = server.addr();
-    std::thread::spawn(move || {
-        std::thread::sleep(after);
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let request = format!("GET /pause/{pause_ms} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer);
+/// Runs `run` while another thread pauses `server` for `pause_ms` (the
+/// target's `/pause` endpoint), `after` the first request that arrives once
+/// `run` has begun: the stall falls inside the run however long its process
+/// took to start on a busy machine.
+pub fn paused_during<T>(server: &ServerHandle, after: Duration, pause_ms: u64, run: impl FnOnce() -> T) -> T {
+    let before = server.stats().requests_received;
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            wait_for_stats(server, |stats| stats.requests_received > before);
+            std::thread::sleep(after);
+            pause(server.addr(), pause_ms);
+        });
+        run()
     })
+}
+
+/// Asks the server at `addr` to pause for `pause_ms`; returns once the
+/// pause has ended (its answer comes then).
+fn pause(addr: std::net::SocketAddr, pause_ms: u64) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let request = format!("GET /pause/{pause_ms} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
 }
 
 pub fn url(server: &ServerHandle, path: &str) -> String {
