@@ -3,11 +3,10 @@
 //! duration, and by the harness timeout in `volley()`.
 
 use super::support::{
-    exclusive, num, read_report, schema_violations, stderr, stdout, summary, target, timed, url, volley,
-    volley_json,
+    exclusive, num, paused_during, read_report, schema_violations, stderr, stdout, summary, target, timed,
+    url, volley, volley_json,
 };
 use serde_json::Value;
-use std::io::{Read, Write};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -134,17 +133,6 @@ fn a_loops_timer_follows_each_requests_deadline() {
 fn a_stall_after_many_answers_times_out_at_the_requests_own_deadline() {
     let _exclusive = exclusive();
     let server = target();
-    let addr = server.addr();
-    let pauser = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1200));
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        stream
-            .write_all(b"GET /pause/1500 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer);
-    });
     let args = [
         "run",
         "-d",
@@ -155,8 +143,7 @@ fn a_stall_after_many_answers_times_out_at_the_requests_own_deadline() {
         "400ms",
         &url(&server, "/hi"),
     ];
-    let (out, report) = volley_json(&args);
-    pauser.join().unwrap();
+    let (out, report) = paused_during(&server, Duration::from_millis(1200), 1500, || volley_json(&args));
     assert_no_panic(&out);
     let s = summary(&report);
     assert!(num(&s["ok"]) > 100.0, "answers before and after the pause: {s}");
