@@ -19,7 +19,9 @@ if ! rustup toolchain list | grep -q '^nightly'; then
 fi
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "installing cargo-fuzz ..."
-  cargo install cargo-fuzz --locked
+  # --debug: the tool only drives cargo, so it need not be optimised, and
+  # builds in 36 s instead of 58 s on a 2-core machine.
+  cargo install cargo-fuzz --locked --debug
 fi
 
 targets=("$@")
