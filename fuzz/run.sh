@@ -8,8 +8,14 @@
 # (tests/integration/fuzz_inputs.rs replays those on every `cargo test`).
 #
 # Usage: fuzz/run.sh [SECONDS] [TARGET...]
+#        fuzz/run.sh --build-only   (builds every target, runs none)
 set -euo pipefail
 cd "$(dirname "$0")"
+build_only=false
+if [ "${1:-}" = --build-only ]; then
+  build_only=true
+  shift
+fi
 seconds="${1:-30}"
 shift || true
 
@@ -32,6 +38,9 @@ fi
 began=$(date +%s)
 cargo +nightly fuzz build -O
 echo "fuzz build: $(( $(date +%s) - began )) s"
+if $build_only; then
+  exit 0
+fi
 # One target's run; its log in corpus/TARGET.log, its status returned.
 fuzz_one() {
   local target="$1"
