@@ -10,7 +10,7 @@
 # The targets build without a sanitizer unless FUZZ_SANITIZER names one
 # (`address` adds AddressSanitizer and its leak checks). volley's code
 # that they reach is safe Rust but for one SIMD load from a 16-byte array,
-# and without the sanitizer they build in 404 s instead of 560 s on 2
+# and without the sanitizer they build in 404 s instead of 572 s on 2
 # cores, run 2.3 to 6 times as many inputs a second, and the memory limit
 # applies to the target's own memory (a peak of 28-59 MB in 10 s runs,
 # against 345-429 MB with the sanitizer's shadow memory). A change to
