@@ -420,6 +420,9 @@ struct ServeProcess(std::process::Child);
 impl ServeProcess {
     fn start(port: u16) -> ServeProcess {
         use std::io::BufRead;
+        // Its error output goes to a file, read if it fails to start: a
+        // pipe nobody reads could fill and stall the server.
+        let errors = tempfile::tempfile().unwrap();
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
             .args([
                 "serve",
@@ -429,14 +432,23 @@ impl ServeProcess {
                 &format!("127.0.0.1:{port}"),
             ])
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(errors.try_clone().unwrap())
             .spawn()
             .expect("volley serve starts");
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.as_mut().unwrap())
             .read_line(&mut line)
             .unwrap();
-        assert!(line.contains("HTTP/3"), "{line}");
+        if !line.contains("HTTP/3") {
+            use std::io::{Read, Seek};
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut said = String::new();
+            let mut errors = errors;
+            errors.rewind().unwrap();
+            errors.read_to_string(&mut said).unwrap();
+            panic!("volley serve on port {port} did not start: {line:?}, error output: {said:?}");
+        }
         ServeProcess(child)
     }
 
