@@ -422,8 +422,8 @@ impl ServeProcess {
         use std::io::BufRead;
         // Its error output goes to a file, read if it fails to start: a
         // pipe nobody reads could fill and stall the server.
-        let errors = tempfile::tempfile().unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        let mut errors = tempfile::tempfile().unwrap();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
             .args([
                 "serve",
                 "--tls",
@@ -435,21 +435,20 @@ impl ServeProcess {
             .stderr(errors.try_clone().unwrap())
             .spawn()
             .expect("volley serve starts");
+        let mut server = ServeProcess(child);
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        std::io::BufReader::new(server.0.stdout.as_mut().unwrap())
             .read_line(&mut line)
             .unwrap();
         if !line.contains("HTTP/3") {
             use std::io::{Read, Seek};
-            let _ = child.kill();
-            let _ = child.wait();
+            server.crash();
             let mut said = String::new();
-            let mut errors = errors;
             errors.rewind().unwrap();
             errors.read_to_string(&mut said).unwrap();
             panic!("volley serve on port {port} did not start: {line:?}, error output: {said:?}");
         }
-        ServeProcess(child)
+        server
     }
 
     /// Ends it as a crash would: no CONNECTION_CLOSE goes out.
