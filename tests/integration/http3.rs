@@ -419,6 +419,25 @@ struct ServeProcess(std::process::Child);
 
 impl ServeProcess {
     fn start(port: u16) -> ServeProcess {
+        // The port is free only from the moment the crashed server is
+        // reaped, and another test's socket may take it then (an outgoing
+        // connection's ephemeral port): that server would fail to bind, so
+        // it is tried again for a while. Any other failure fails the test.
+        let mut tries = 0;
+        loop {
+            match ServeProcess::try_start(port) {
+                Ok(server) => return server,
+                Err(said) if said.contains("Address already in use") && tries < 40 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(25));
+                }
+                Err(said) => panic!("volley serve on port {port} did not start: {said}"),
+            }
+        }
+    }
+
+    /// One start; what the server said if it did not come up.
+    fn try_start(port: u16) -> Result<ServeProcess, String> {
         use std::io::BufRead;
         // Its error output goes to a file, read if it fails to start: a
         // pipe nobody reads could fill and stall the server.
@@ -440,15 +459,15 @@ impl ServeProcess {
         std::io::BufReader::new(server.0.stdout.as_mut().unwrap())
             .read_line(&mut line)
             .unwrap();
-        if !line.contains("HTTP/3") {
-            use std::io::{Read, Seek};
-            server.crash();
-            let mut said = String::new();
-            errors.rewind().unwrap();
-            errors.read_to_string(&mut said).unwrap();
-            panic!("volley serve on port {port} did not start: {line:?}, error output: {said:?}");
+        if line.contains("HTTP/3") {
+            return Ok(server);
         }
-        server
+        use std::io::{Read, Seek};
+        server.crash();
+        let mut said = String::new();
+        errors.rewind().unwrap();
+        errors.read_to_string(&mut said).unwrap();
+        Err(format!("{line:?}, error output: {said:?}"))
     }
 
     /// Ends it as a crash would: no CONNECTION_CLOSE goes out.
