@@ -99,15 +99,34 @@ pub(super) fn h2_accept(conn: &mut TcpStream) -> Option<u32> {
     conn.read_exact(&mut preface).ok()?;
     conn.write_all(&frame(0x4, 0, 0, &[])).ok()?;
     loop {
-        let mut head = [0u8; 9];
-        conn.read_exact(&mut head).ok()?;
-        let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
-        let mut payload = vec![0u8; len];
-        conn.read_exact(&mut payload).ok()?;
-        if head[3] == 0x1 {
-            return Some(u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff);
+        let incoming = read_frame(conn)?;
+        if incoming.kind == 0x1 {
+            return Some(incoming.stream);
         }
     }
+}
+
+/// An HTTP/2 frame as a test server reads it: its type, its stream, and
+/// the length of its payload (read and dropped).
+pub(super) struct Incoming {
+    pub kind: u8,
+    pub stream: u32,
+    pub len: usize,
+}
+
+/// The next frame volley sent on `conn`; `None` once the connection ends
+/// or fails.
+pub(super) fn read_frame(conn: &mut TcpStream) -> Option<Incoming> {
+    let mut head = [0u8; 9];
+    conn.read_exact(&mut head).ok()?;
+    let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
+    let mut payload = vec![0u8; len];
+    conn.read_exact(&mut payload).ok()?;
+    Some(Incoming {
+        kind: head[3],
+        stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff,
+        len,
+    })
 }
 
 /// A HEADERS block with `:status` as a literal (the static table has no 100).
@@ -367,21 +386,11 @@ fn refuse_the_body_h2(mut conn: TcpStream, reset: bool) {
     if !refuse(&mut conn, first) {
         return;
     }
-    loop {
-        let mut head = [0u8; 9];
-        if conn.read_exact(&mut head).is_err() {
-            return;
-        }
-        let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
-        let mut payload = vec![0u8; len];
-        if conn.read_exact(&mut payload).is_err() {
-            return;
-        }
-        let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-        let sent = match head[3] {
-            0x1 => refuse(&mut conn, id),
-            0x0 if len > 0 => conn
-                .write_all(&frame(0x8, 0, 0, &(len as u32).to_be_bytes()))
+    while let Some(incoming) = read_frame(&mut conn) {
+        let sent = match incoming.kind {
+            0x1 => refuse(&mut conn, incoming.stream),
+            0x0 if incoming.len > 0 => conn
+                .write_all(&frame(0x8, 0, 0, &(incoming.len as u32).to_be_bytes()))
                 .is_ok(),
             _ => true,
         };
