@@ -458,3 +458,83 @@ fn http2_flags_that_do_not_fit_are_usage_errors() {
         assert!(err.contains(words), "{args:?}: {err}");
     }
 }
+
+/// How many streams [`refuse_and_go_away`] answers on each connection.
+const ANSWERED_PER_CONNECTION: u32 = 12;
+
+/// An h2c server that refuses some streams, as servers do when they shed
+/// load or close a connection: on each connection the third stream is reset
+/// with REFUSED_STREAM, and after [`ANSWERED_PER_CONNECTION`] answers a
+/// GOAWAY names the last answered stream, so the streams opened after it
+/// were never processed either.
+fn refuse_and_go_away(mut conn: std::net::TcpStream) {
+    use super::hostile::{frame, read_frame, status_block};
+    use std::io::{Read, Write};
+    const HEADERS: u8 = 0x1;
+    const END_STREAM_AND_HEADERS: u8 = 0x5;
+    const RST_STREAM: u8 = 0x3;
+    const GOAWAY: u8 = 0x7;
+    const REFUSED_STREAM: u32 = 0x7;
+    let mut preface = [0u8; 24];
+    if conn.read_exact(&mut preface).is_err() || conn.write_all(&frame(0x4, 0, 0, &[])).is_err() {
+        return;
+    }
+    // Ends with volley's close, or 5 s of silence after the GOAWAY.
+    let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let (mut seen, mut answered) = (0, 0);
+    while let Some(incoming) = read_frame(&mut conn) {
+        if incoming.kind != HEADERS || answered == ANSWERED_PER_CONNECTION {
+            continue;
+        }
+        let id = incoming.stream;
+        seen += 1;
+        let reply = if seen == 3 {
+            frame(RST_STREAM, 0, id, &REFUSED_STREAM.to_be_bytes())
+        } else {
+            answered += 1;
+            let mut reply = frame(HEADERS, END_STREAM_AND_HEADERS, id, &status_block(b"200"));
+            if answered == ANSWERED_PER_CONNECTION {
+                let goaway = [id.to_be_bytes(), 0u32.to_be_bytes()].concat();
+                reply.extend(frame(GOAWAY, 0, 0, &goaway));
+            }
+            reply
+        };
+        if conn.write_all(&reply).is_err() {
+            return;
+        }
+    }
+}
+
+/// Streams the server refused (REFUSED_STREAM, or above a GOAWAY's last
+/// stream) were never processed: each is sent again, on a new connection
+/// where the old one takes no more, and every request of the run succeeds
+/// (each connection answers at most twelve, so 300 took 25 at least).
+#[test]
+fn refused_streams_are_sent_again_and_the_run_moves_to_new_connections() {
+    let _alone = timed();
+    let addr = super::hostile::serve(refuse_and_go_away);
+    for (connections, streams) in [("1", "4"), ("2", "8")] {
+        let (out, report) = volley_json(&[
+            "run",
+            "--http2",
+            "-n",
+            "300",
+            "-c",
+            connections,
+            "--streams",
+            streams,
+            "--timeout",
+            "2s",
+            "-q",
+            &format!("http://{addr}/"),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let s = summary(&report);
+        assert_eq!(num(&s["ok"]), 300.0, "-c {connections} --streams {streams}: {s}");
+        assert_eq!(
+            num(&s["errors"]),
+            0.0,
+            "-c {connections} --streams {streams}: {s}"
+        );
+    }
+}
