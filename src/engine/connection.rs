@@ -12,7 +12,7 @@ use super::driver::{Driver, Outgoing};
 use super::exchange::{WorkerCtx, fail, record_response};
 use super::feed::{Feed, Ticket, YIELD_EVERY};
 use super::iteration::{self, IterationState};
-use super::lean_h1;
+use super::{lean_h1, lean_h2};
 use futures_util::StreamExt;
 use futures_util::future::Either;
 use futures_util::stream::FuturesUnordered;
@@ -137,11 +137,15 @@ pub async fn open_connections(ctx: &WorkerCtx, slots: &mut [LoopSlot], within: s
 /// without pipelining) and reads their responses in order.
 async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed: &Feed) -> LoopSlot {
     let driver = slot.driver.get_or_insert_with(|| Driver::new(ctx));
+    let general = async |driver: &mut Driver, ticket| {
+        send_prepared(ctx, driver, ticket).await;
+    };
     if lean_h1::applies(ctx, feed) {
-        let general = async |driver: &mut Driver, ticket| {
-            send_prepared(ctx, driver, ticket).await;
-        };
         lean_h1::run(ctx, driver, feed, general).await;
+        return slot;
+    }
+    if lean_h2::applies(ctx, feed) {
+        lean_h2::run(ctx, driver, feed, general).await;
         return slot;
     }
     // This task is new to the loop's timer (a new phase).

@@ -13,7 +13,7 @@
 use super::Prepared;
 use super::exchange::WorkerCtx;
 use crate::http1::{self, RequestBytes, ResponseReader};
-use crate::http2::Lane;
+use crate::http2::{H2Request, Lane, Started};
 use crate::net::Stream;
 use crate::request::Request;
 use crate::response::{Capture, ResponseHead};
@@ -277,12 +277,8 @@ impl Driver {
     /// The response to what [`Self::lean_send`] queued: `Ready(Ok(None))`
     /// when it is not one [`ResponseReader::poll_whole_response`] reads,
     /// for [`Self::finish_lean`] to read instead. A connection that failed,
-    /// timed out or is closed by the server is dropped.
-    ///
-    /// `waited` says whether this request has waited before: the first
-    /// time, right after `lean_send`, a timer this task registered is known
-    /// to be armed and is left alone; after that, something woke the loop,
-    /// perhaps the timer, and it is looked at.
+    /// timed out or is closed by the server is dropped. `waited` is as in
+    /// [`Self::poll_lean_deadline`].
     pub(super) fn poll_lean_answer(
         &mut self,
         ctx: &WorkerCtx,
@@ -319,30 +315,52 @@ impl Driver {
             }
             _ => socket.reader.poll_whole_response(stream, cx, is_head, known),
         };
-        let mut read = match read {
-            Poll::Pending if self.registered && !*waited => {
-                *waited = true;
-                return Poll::Pending;
+        let Poll::Ready(mut read) = read else {
+            let err = ready!(self.poll_lean_deadline(ctx, cx, deadline, waited));
+            if let Way::H1(h1) = &mut self.way {
+                h1.socket.stream = None;
             }
-            Poll::Pending => {
-                *waited = true;
-                let timer = self.timeout.as_mut();
-                match poll_lazy_timer(timer, &mut self.armed_until, &mut self.registered, deadline, cx) {
-                    Poll::Ready(()) => Poll::Ready(Err(timed_out(ctx.shared.transport.timeout))),
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-            read => read,
+            return Poll::Ready(Err(err));
         };
-        if let Poll::Ready(Ok(Some(head))) = &mut read {
+        if let Ok(Some(head)) = &mut read {
             head.received_at = socket.stream.as_ref().and_then(Stream::received_at);
         }
         match &read {
-            Poll::Ready(Ok(Some(head))) if !head.close => socket.busy = false,
-            Poll::Ready(Ok(None)) => {}
+            Ok(Some(head)) if !head.close => socket.busy = false,
+            Ok(None) => {}
             _ => socket.stream = None,
         }
-        read
+        Poll::Ready(read)
+    }
+
+    /// For a fast-path request not yet answered: the timeout's error once
+    /// `deadline` has passed.
+    ///
+    /// `waited` says whether this request has waited before: the first
+    /// time, right after it was sent, a timer this task registered is known
+    /// to be armed and is left alone; after that, something woke the loop,
+    /// perhaps the timer, and it is looked at.
+    fn poll_lean_deadline(
+        &mut self,
+        ctx: &WorkerCtx,
+        cx: &mut Context<'_>,
+        deadline: Instant,
+        waited: &mut bool,
+    ) -> Poll<RequestError> {
+        let first = !*waited;
+        *waited = true;
+        if first && self.registered {
+            return Poll::Pending;
+        }
+        let timer = self.timeout.as_mut();
+        ready!(poll_lazy_timer(
+            timer,
+            &mut self.armed_until,
+            &mut self.registered,
+            deadline,
+            cx
+        ));
+        Poll::Ready(timed_out(ctx.shared.transport.timeout))
     }
 
     /// Reads, the general way, the response [`Self::poll_lean_answer`]
@@ -359,6 +377,52 @@ impl Driver {
             unreachable!("lean_send queued on an HTTP/1.1 connection")
         };
         h1.read_round(ctx, timer, 1, is_head, None, None, answered).await
+    }
+}
+
+/// The HTTP/2 fast path's steps (see [`super::lean_h2`]): the run's own
+/// request started on the lane's connection and its stream waited on by
+/// plain polls, with the loop's deadline as in [`Driver::round_trip`].
+impl Driver {
+    /// Starts the run's own `request` at `now` with `deadline` when the
+    /// lane's connection is open and has room for the stream (see
+    /// [`Lane::start_at_once`]); otherwise `None`, with nothing sent.
+    pub(super) fn lean_stream(
+        &mut self,
+        request: &H2Request,
+        now: Instant,
+        deadline: Instant,
+        cx: &mut Context<'_>,
+    ) -> Option<Started> {
+        let Way::H2(lane) = &self.way else {
+            return None;
+        };
+        let started = lane.start_at_once(request, cx)?;
+        // As in `lean_send`: an armed timer is moved on only when it fires.
+        if now >= self.armed_until {
+            self.set_timer(deadline);
+        }
+        Some(started)
+    }
+
+    /// The end of what [`Self::lean_stream`] started: its response head,
+    /// `Ok(None)` when the server refused the stream (the general path
+    /// sends it again), or its error; a timeout once `deadline` has passed,
+    /// after which dropping `started` cancels the stream. `waited` is as in
+    /// [`Self::poll_lean_deadline`].
+    pub(super) fn poll_lean_stream(
+        &mut self,
+        ctx: &WorkerCtx,
+        started: &mut Started,
+        body: &[u8],
+        cx: &mut Context<'_>,
+        deadline: Instant,
+        waited: &mut bool,
+    ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
+        match started.poll_end(body, cx) {
+            Poll::Pending => self.poll_lean_deadline(ctx, cx, deadline, waited).map(Err),
+            end => end,
+        }
     }
 }
 

@@ -21,9 +21,11 @@
 
 use super::driver::Driver;
 use super::exchange::{WorkerCtx, fail, record_response};
-use super::feed::{Feed, Ticket, YIELD_EVERY};
+use super::feed::{ClosedFeed, Feed, Ticket, YIELD_EVERY};
 use super::{Prepared, Shared};
 use crate::http1::RequestBytes;
+use crate::response::ResponseHead;
+use crate::sample::RequestError;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -112,24 +114,11 @@ impl<'a> Rounds<'a> {
             let ticket = match self.in_flight {
                 Some(ticket) => ticket,
                 None => {
-                    if self.since_yield >= YIELD_EVERY {
-                        self.since_yield = 0;
-                        return Poll::Ready(Exit::Yield);
-                    }
-                    // The closed model's ticket is taken at the moment of
-                    // sending: it is the send time too. Right after an
-                    // answer that moment is when the answer was read (the
-                    // request goes out with the turn's other sends, later
-                    // than either).
-                    let Some((intended, count)) = closed.budget.take_batch_at(1, self.answered_at.take())
-                    else {
-                        return Poll::Ready(Exit::Dry);
+                    let ticket = match take_ticket(closed, &mut self.since_yield, &mut self.answered_at) {
+                        Ok(ticket) => ticket,
+                        Err(exit) => return Poll::Ready(exit),
                     };
-                    let ticket = Ticket {
-                        intended,
-                        count,
-                        queued: false,
-                    };
+                    let intended = ticket.intended;
                     if !self
                         .driver
                         .lean_send(self.request, intended.into(), deadline(self.ctx, ticket))
@@ -151,19 +140,61 @@ impl<'a> Rounds<'a> {
                 return Poll::Pending;
             };
             self.in_flight = None;
-            match answer {
-                Ok(Some(head)) => {
-                    self.answered_at = Some(record_response(self.ctx, ticket, ticket.intended, head));
-                }
-                Ok(None) => return Poll::Ready(Exit::Unfinished(ticket)),
-                Err(err) => fail(self.ctx, &err, ticket, ticket.intended, 1),
+            if let Some(ticket) = settle(self.ctx, ticket, answer, &mut self.answered_at) {
+                return Poll::Ready(Exit::Unfinished(ticket));
             }
         }
     }
 }
 
+/// The next ticket of a fast path's loop, which has sent `since_yield`
+/// requests since it last yielded: an [`Exit`] instead when it is time to
+/// yield or the budget is spent.
+///
+/// The closed model's ticket is taken at the moment of sending: it is the
+/// send time too. Right after an answer (`answered_at`) that moment is
+/// when the answer was read (the request goes out with the turn's other
+/// sends, later than either).
+pub(super) fn take_ticket(
+    closed: &ClosedFeed,
+    since_yield: &mut u32,
+    answered_at: &mut Option<Instant>,
+) -> Result<Ticket, Exit> {
+    if *since_yield >= YIELD_EVERY {
+        *since_yield = 0;
+        return Err(Exit::Yield);
+    }
+    let (intended, count) = closed
+        .budget
+        .take_batch_at(1, answered_at.take())
+        .ok_or(Exit::Dry)?;
+    Ok(Ticket {
+        intended,
+        count,
+        queued: false,
+    })
+}
+
+/// Records how a fast path's request ended: its response (read at
+/// `answered_at`, the next request's send time) or its error. A request
+/// that ended with no response read, `Ok(None)`, is handed back: it needs
+/// the general path.
+pub(super) fn settle(
+    ctx: &WorkerCtx,
+    ticket: Ticket,
+    end: Result<Option<ResponseHead>, RequestError>,
+    answered_at: &mut Option<Instant>,
+) -> Option<Ticket> {
+    match end {
+        Ok(Some(head)) => *answered_at = Some(record_response(ctx, ticket, ticket.intended, head)),
+        Ok(None) => return Some(ticket),
+        Err(err) => fail(ctx, &err, ticket, ticket.intended, 1),
+    }
+    None
+}
+
 /// A request's deadline: the request timeout from its send.
-fn deadline(ctx: &WorkerCtx, ticket: Ticket) -> tokio::time::Instant {
+pub(super) fn deadline(ctx: &WorkerCtx, ticket: Ticket) -> tokio::time::Instant {
     (ticket.intended + ctx.shared.transport.timeout).into()
 }
 

@@ -12,6 +12,7 @@ pub mod exchange;
 pub mod feed;
 pub mod iteration;
 mod lean_h1;
+mod lean_h2;
 pub mod protocol;
 mod race;
 pub mod timer;

@@ -13,6 +13,7 @@ use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 /// How often a refused stream (never processed by the server) is sent
 /// again on a new connection before it counts as failed.
@@ -137,5 +138,62 @@ impl Lane {
         self.scratch.encode(request)?;
         self.round_trip(connector, recorder, &self.scratch, capture, keepalive)
             .await
+    }
+}
+
+/// The steps of the engine's HTTP/2 fast path: a stream started and waited
+/// on by plain polls, with nothing to await in between.
+impl Lane {
+    /// Starts the run's own `request` on the group's current connection if
+    /// it is open, takes new streams and has room for one more; otherwise
+    /// `None`, with nothing started (the round trip above then connects or
+    /// waits for room).
+    pub fn start_at_once(&self, request: &H2Request, cx: &mut Context<'_>) -> Option<Started> {
+        let conn = self.home.open_current()?;
+        if conn.poll_capacity(cx).is_pending() || !conn.accepts_streams() {
+            return None;
+        }
+        conn.start(self.index, request, None);
+        Some(Started {
+            conn,
+            lane: self.index,
+            running: true,
+        })
+    }
+}
+
+/// A stream that [`Lane::start_at_once`] started, cancelled on the server
+/// if dropped before it ends (a timeout, or the run's end).
+pub struct Started {
+    conn: Rc<Conn>,
+    lane: usize,
+    running: bool,
+}
+
+impl Started {
+    /// Drives the connection until the stream ends: its response head, an
+    /// error, or `Ok(None)` when the server refused the stream (never
+    /// processed it), for the round trip above to send again on another
+    /// connection. `body` is the request's.
+    pub fn poll_end(
+        &mut self,
+        body: &[u8],
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
+        let (result, _) = std::task::ready!(self.conn.poll_response(self.lane, body, cx));
+        self.running = false;
+        Poll::Ready(match result {
+            Ok(head) => Ok(Some(head)),
+            Err(Failure::Refused) => Ok(None),
+            Err(Failure::Error(err)) => Err(err),
+        })
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if self.running {
+            self.conn.cancel(self.lane);
+        }
     }
 }

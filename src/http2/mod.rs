@@ -29,7 +29,7 @@ mod outbox;
 mod request;
 
 pub use group::{Group, Multiplexed, Open};
-pub use home::{Home, Lane};
+pub use home::{Home, Lane, Started};
 pub use outbox::{Outbox, Pending, Rounds, Seat, Tally, WriteOut};
 pub use request::H2Request;
 pub(crate) use request::{each_field, integer};
