@@ -19,26 +19,22 @@
 //! server refused. Timeouts, the recording and the yield every few requests
 //! are those of the general loop.
 
+use super::Prepared;
 use super::driver::Driver;
 use super::exchange::WorkerCtx;
 use super::feed::{Feed, Ticket};
 use super::lean_h1::{Exit, deadline, settle, take_ticket};
-use super::{Prepared, Shared};
 use crate::http2::{H2Request, Started};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 /// What the run must be for its requests to take the fast path: the
 /// closed model without a connection ramp, the run's own HTTP/2 request
-/// (no plan) on kept-alive connections.
+/// (no plan) on kept-alive connections. (HTTP/2 takes no `--pipeline`.)
 pub(super) fn applies(ctx: &WorkerCtx, feed: &Feed) -> bool {
-    let steady = matches!(feed, Feed::Closed(closed) if closed.ramp.is_none() && closed.pipeline == 1);
-    steady && settings_fit(&ctx.shared)
-}
-
-/// Whether the run's settings let its requests take the fast path.
-fn settings_fit(shared: &Shared) -> bool {
-    !shared.open_model
+    let shared = &ctx.shared;
+    matches!(feed, Feed::Closed(closed) if closed.ramp.is_none())
+        && !shared.open_model
         && shared.scenario.is_none()
         && matches!(shared.prepared, Prepared::Http2(_))
         && shared.transport.keepalive
