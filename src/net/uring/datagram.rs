@@ -369,19 +369,6 @@ impl Inner {
         }
         self.wake_reader(index);
     }
-
-    /// Ends slot `index`'s multishot receive: it completes, cancelled, and
-    /// the slot is freed with it.
-    pub(super) fn cancel_receive(&mut self, index: usize) {
-        let slot = &self.slots[index];
-        if !slot.receiving {
-            return;
-        }
-        let entry = opcode::AsyncCancel::new(user_data(index, slot.generation, Kind::Receive))
-            .build()
-            .user_data(u64::MAX);
-        self.push(&entry);
-    }
 }
 
 /// A `sendmsg` of `msg` on slot `index`'s socket, as [`send`] sends.

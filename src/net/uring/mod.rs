@@ -291,6 +291,8 @@ struct Slot {
     listed: bool,
     /// The socket was dropped; the slot is freed with its last operation.
     dropped: bool,
+    /// Its receive is being cancelled.
+    cancelling: bool,
     /// Operations in flight in the kernel.
     in_flight: u32,
 }
@@ -796,6 +798,30 @@ impl Inner {
         true
     }
 
+    /// Gives up on dropped slot `index`'s socket while its peer still
+    /// sends: its receive is cancelled and its close made a reset.
+    fn abandon(&mut self, index: usize) {
+        if let Some(fd) = &self.slots[index].fd {
+            reset_on_close(fd);
+        }
+        self.cancel_receive(index);
+    }
+
+    /// Ends slot `index`'s multishot receive: it completes, cancelled, and
+    /// the slot is freed with it. One cancel per slot: each one makes the
+    /// kernel look through every operation in flight.
+    fn cancel_receive(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        if !slot.receiving || slot.cancelling {
+            return;
+        }
+        slot.cancelling = true;
+        let entry = opcode::AsyncCancel::new(user_data(index, slot.generation, Kind::Receive))
+            .build()
+            .user_data(u64::MAX);
+        self.push(&entry);
+    }
+
     /// Wakes the task waiting to read slot `index`'s socket, if one is,
     /// which then waits no more.
     fn wake_reader(&mut self, index: usize) {
@@ -999,6 +1025,15 @@ impl Inner {
         } else if -result != libc::ENOBUFS {
             slot.ended = Some(-result);
         }
+        if slot.dropped && result > 0 {
+            // The peer goes on sending after the shutdown of `Drop`, which
+            // ends a receive only once the peer stops: a server that
+            // streams without end would keep the receive, and with it the
+            // socket and every byte the kernel queues for it, until the run
+            // ends.
+            self.abandon(index);
+            return;
+        }
         // ENOBUFS: every buffer is taken; re-armed when this socket is read
         // next, by then buffers are back.
         self.wake_reader(index);
@@ -1200,6 +1235,21 @@ impl Drop for RingSocket {
         let slot = &mut inner.slots[self.index];
         slot.dropped = true;
         slot.queued.clear();
+        if !slot.datagram
+            && !slot.received.is_empty()
+            && let Some(fd) = &slot.fd
+        {
+            // Bytes came that nobody will read. The kernel resets a socket
+            // closed with bytes unread, but these left its queue for the
+            // ring's buffers, so it would close it gracefully: a server
+            // still sending (a flood, a response cut short) would then go on
+            // holding its unsent bytes for a peer that has gone, waiting on
+            // a window that never opens. Hundreds of connections failed
+            // against such a server held gigabytes of the kernel's TCP
+            // memory, and every other connection on the machine lost
+            // packets.
+            reset_on_close(fd);
+        }
         if slot.in_flight == 0 {
             inner.release(self.index);
             return;
@@ -1218,6 +1268,26 @@ impl Drop for RingSocket {
             unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
         }
     }
+}
+
+/// Makes the socket's close a reset (no lingering): its peer learns at
+/// once that the connection is gone, and both sides' buffers are freed.
+fn reset_on_close(socket: &impl AsRawFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a plain syscall with a pointer to a live linger and its size.
+    // Its failure leaves a graceful close, as before.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
 }
 
 /// The bytes of `slot`'s oldest received buffer, `id` holding `len` of
@@ -1387,21 +1457,7 @@ pub(super) mod tests {
                 peer.write_all(b"pong").unwrap();
                 closing.recv().unwrap();
                 // Closed with bytes unread and no lingering: a reset.
-                let linger = libc::linger {
-                    l_onoff: 1,
-                    l_linger: 0,
-                };
-                // SAFETY: a plain syscall with a pointer to a live linger
-                // and its size.
-                unsafe {
-                    libc::setsockopt(
-                        peer.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        libc::SO_LINGER,
-                        (&raw const linger).cast(),
-                        size_of::<libc::linger>() as libc::socklen_t,
-                    )
-                };
+                reset_on_close(&peer);
             });
             let bytes = Bytes::from_static(b"ping!and more");
             assert!(socket.send_kept(&bytes, 5));
@@ -1605,6 +1661,58 @@ pub(super) mod tests {
             assert_eq!(inner.in_flight, 0);
             echo.join().unwrap();
         }
+    }
+
+    /// A peer that goes on sending after its socket was dropped does not
+    /// keep it: the bytes left unread make the close a reset, a receive
+    /// still running is cancelled at the bytes that come after the drop,
+    /// and the slot is freed, so the peer's writes fail instead of waiting
+    /// with the kernel's buffers full until the ring ends. (Without either
+    /// of the two, the peer's writes block here until its write timeout.)
+    #[test]
+    fn a_dropped_socket_is_closed_though_its_peer_keeps_sending() {
+        on_a_ring(2, async |ring| {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = std::thread::spawn(move || {
+                let (mut conn, _) = listener.accept().unwrap();
+                conn.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+                let block = [7u8; 64 * 1024];
+                let began = Instant::now();
+                while began.elapsed() < Duration::from_secs(10) {
+                    if let Err(err) = std::io::Write::write_all(&mut conn, &block) {
+                        return Some(err);
+                    }
+                }
+                None
+            });
+            let tcp = std::net::TcpStream::connect(addr).unwrap();
+            tcp.set_nonblocking(true).unwrap();
+            let mut socket = ring.adopt(OwnedFd::from(tcp));
+            let mut buf = [0u8; 1000];
+            let n = ring.run(socket.read(&mut buf)).await.unwrap();
+            assert!(n > 0, "the peer sent nothing");
+            drop(socket);
+            let began = Instant::now();
+            while ring.inner.borrow().in_flight > 0 {
+                assert!(
+                    began.elapsed() < Duration::from_secs(5),
+                    "the dropped socket's receive goes on"
+                );
+                ring.run(tokio::time::sleep(Duration::from_millis(10))).await;
+            }
+            let inner = ring.inner.borrow();
+            assert_eq!(inner.free.len(), inner.slots.len());
+            drop(inner);
+            let failed = peer.join().unwrap().expect("the peer could write for 10 s");
+            assert!(
+                matches!(
+                    failed.kind(),
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                ),
+                "{failed}"
+            );
+        });
     }
 
     /// Rings made one after another on a thread each enter by the
