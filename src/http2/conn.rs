@@ -68,6 +68,16 @@ pub struct Conn {
 impl Pending for Conn {
     fn write_out(&self, cx: &mut Context<'_>) -> WriteOut {
         let mut inner = self.inner.borrow_mut();
+        if inner.m.dead {
+            // Nothing more is owed to a connection that failed. Waiting to
+            // write to a server that never reads (a flood's replies) kept
+            // the connection, its socket and the kernel's buffers for it
+            // until the run ended: hundreds of them against a PING flood.
+            inner.m.wbuf.clear();
+            inner.wpos = 0;
+            self.seat.leave();
+            return WriteOut::Done;
+        }
         let held = inner.hold();
         if inner.orphaned() {
             // No lane holds the socket's waker: wake one to read.
