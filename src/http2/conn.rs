@@ -4,13 +4,14 @@
 //! connection) starts its stream by appending frames to the connection's
 //! write buffer, then polls for its response; while it waits it reads the
 //! socket itself and handles every frame that arrived, completing and waking
-//! the lanes they belong to. The last lane that found the socket not ready
-//! is the *driver*: its waker is the one the socket holds. A lane reads
-//! until the socket is drained, so a batch of responses is handled whole. A
-//! driver that leaves while lanes still wait leaves the connection
-//! *orphaned*; unless a lane reads again first (as one starting its next
-//! request at once does), the worker's flush wakes a waiting lane to take
-//! over, and again if that lane finds its own response done and leaves too.
+//! the lanes they belong to. The lane that found the socket not ready is
+//! the *driver*: its waker is the one the socket holds, and while it waits
+//! the other lanes leave the reading to it. A lane reads until the socket
+//! is drained, so a batch of responses is handled whole. A driver that
+//! leaves while lanes still wait leaves the connection *orphaned*; unless a
+//! lane reads again first (as one starting its next request at once does),
+//! the worker's flush wakes a waiting lane to take over, and again if that
+//! lane finds its own response done and leaves too.
 //!
 //! Lanes never write: they append frames and put the connection in the
 //! worker's [`Outbox`], which the worker flushes once all the lanes it woke
@@ -186,6 +187,14 @@ impl Inner {
         if inner.m.finished(lane) {
             return Poll::Ready(inner.finish(lane));
         }
+        // Another lane holds the socket's waker, and its read handles every
+        // stream's frames and wakes this lane when its stream ends. Reading
+        // here as well would only take the socket's waker over from it.
+        if inner.driver.is_some_and(|driver| driver != lane) {
+            inner.m.send_body(lane, body);
+            inner.keep_waker(lane, cx);
+            return Poll::Pending;
+        }
         // Otherwise read until the socket has nothing more, also once this
         // lane's own response is in: the whole batch of responses that has
         // arrived is handled before the worker's flush, so the requests it
@@ -233,13 +242,18 @@ impl Inner {
                     if inner.m.finished(lane) {
                         return Poll::Ready(inner.finish(lane));
                     }
-                    let waker = inner.m.waker(lane);
-                    if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                        *waker = Some(cx.waker().clone());
-                    }
+                    inner.keep_waker(lane, cx);
                     return Poll::Pending;
                 }
             }
+        }
+    }
+
+    /// Keeps the waker a read that ends the lane's stream wakes.
+    fn keep_waker(&mut self, lane: usize, cx: &Context<'_>) {
+        let waker = self.m.waker(lane);
+        if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *waker = Some(cx.waker().clone());
         }
     }
 
