@@ -44,3 +44,4 @@ pub mod sys;
 pub mod target;
 pub mod thresholds;
 pub mod tls;
+pub mod wake;

@@ -12,6 +12,7 @@ use super::timer::{PreciseTimer, sleep_precisely};
 use crate::net::uring::Ring;
 use crate::recorder::Recorder;
 use crate::shape::LoadProfile;
+use crate::wake::keep_waker;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -230,10 +231,7 @@ impl OpenFeed {
     }
 
     fn take_add_request(&self, waker: &Waker) -> bool {
-        let mut driver = self.driver.borrow_mut();
-        if !driver.as_ref().is_some_and(|d| d.will_wake(waker)) {
-            *driver = Some(waker.clone());
-        }
+        keep_waker(&mut self.driver.borrow_mut(), waker);
         let pending = self.add_requests.get();
         if pending > 0 {
             self.add_requests.set(pending - 1);

@@ -29,6 +29,7 @@ use super::request::H2Request;
 use crate::net::Stream;
 use crate::response::Capture;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use crate::wake::keep_waker;
 use std::cell::RefCell;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -192,7 +193,7 @@ impl Inner {
         // here as well would only take the socket's waker over from it.
         if inner.driver.is_some_and(|driver| driver != lane) {
             inner.m.send_body(lane, body);
-            inner.keep_waker(lane, cx);
+            keep_waker(inner.m.waker(lane), cx.waker());
             return Poll::Pending;
         }
         // Otherwise read until the socket has nothing more, also once this
@@ -242,18 +243,10 @@ impl Inner {
                     if inner.m.finished(lane) {
                         return Poll::Ready(inner.finish(lane));
                     }
-                    inner.keep_waker(lane, cx);
+                    keep_waker(inner.m.waker(lane), cx.waker());
                     return Poll::Pending;
                 }
             }
-        }
-    }
-
-    /// Keeps the waker a read that ends the lane's stream wakes.
-    fn keep_waker(&mut self, lane: usize, cx: &Context<'_>) {
-        let waker = self.m.waker(lane);
-        if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            *waker = Some(cx.waker().clone());
         }
     }
 

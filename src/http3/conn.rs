@@ -25,6 +25,7 @@ use crate::http2::{Multiplexed, Outbox, Pending, Rounds, Seat, Tally, WriteOut};
 use crate::net::uring::Ring;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use crate::wake::keep_waker;
 use bytes::BytesMut;
 use quinn_proto::{
     ClientConfig, ConnectionError, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event,
@@ -505,10 +506,7 @@ impl Inner {
     fn drive(&mut self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
         if self.lanes[lane].result.is_none() {
             self.send_request(lane, request);
-            let waker = &mut self.lanes[lane].waker;
-            if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *waker = Some(cx.waker().clone());
-            }
+            keep_waker(&mut self.lanes[lane].waker, cx.waker());
             // Everything that has arrived is handled before the worker's
             // flush, so the requests it frees go out together.
             self.driver = Some(lane);

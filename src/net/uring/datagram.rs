@@ -12,7 +12,8 @@
 //! and an `epoll_wait` per connection woken; on the ring all of a turn's
 //! connections share one system call.
 
-use super::{Inner, Kind, Provided, Ring, RingSocket, SEND_QUEUE, keep_waker, send, user_data};
+use super::{Inner, Kind, Provided, Ring, RingSocket, SEND_QUEUE, send, user_data};
+use crate::wake::keep_waker;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -164,7 +165,7 @@ impl RingDatagram {
                 return Poll::Ready(Err(io::Error::from_raw_os_error(errno)));
             }
             inner.readers_waiting += usize::from(slot.reader.is_none());
-            keep_waker(&mut slot.reader, cx);
+            keep_waker(&mut slot.reader, cx.waker());
         }
         // A receive ended for want of buffers: armed again, now that
         // these are back (the datagrams it missed wait in the socket).
@@ -190,7 +191,7 @@ impl RingDatagram {
             return Poll::Ready(Err(io::Error::from_raw_os_error(errno)));
         }
         if !slot.queued.is_empty() && slot.queued.len() + contents.len() > SEND_QUEUE {
-            keep_waker(&mut slot.writer, cx);
+            keep_waker(&mut slot.writer, cx.waker());
             return Poll::Pending;
         }
         slot.queued.extend_from_slice(contents);

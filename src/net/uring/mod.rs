@@ -44,6 +44,7 @@ mod turn;
 pub use datagram::RingDatagram;
 pub use timer::RingSleep;
 
+use crate::wake::keep_waker;
 use bytes::Bytes;
 use io_uring::types::BufRingEntry;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
@@ -302,13 +303,6 @@ impl Slot {
         if let Some(waker) = self.writer.take() {
             waker.wake();
         }
-    }
-}
-
-fn keep_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
-    match slot {
-        Some(waker) if waker.will_wake(cx.waker()) => {}
-        _ => *slot = Some(cx.waker().clone()),
     }
 }
 
@@ -721,7 +715,7 @@ impl Inner {
             });
         }
         self.readers_waiting += usize::from(slot.reader.is_none());
-        keep_waker(&mut slot.reader, cx);
+        keep_waker(&mut slot.reader, cx.waker());
         if !slot.receiving {
             self.arm_receive(index);
         }
@@ -1206,7 +1200,7 @@ impl AsyncWrite for RingSocket {
         }
         let room = SEND_QUEUE.saturating_sub(slot.queued.len());
         if room == 0 {
-            keep_waker(&mut slot.writer, cx);
+            keep_waker(&mut slot.writer, cx.waker());
             return Poll::Pending;
         }
         let n = data.len().min(room);

@@ -9,7 +9,8 @@
 //! costs no system call of its own. Same clock (CLOCK_MONOTONIC), same
 //! high-resolution timer in the kernel, so the same precision.
 
-use super::{GENERATION_MASK, Inner, Kind, Ring, keep_waker, user_data};
+use super::{GENERATION_MASK, Inner, Kind, Ring, user_data};
+use crate::wake::keep_waker;
 use io_uring::{opcode, types};
 use std::future::Future;
 use std::pin::Pin;
@@ -99,7 +100,7 @@ impl Future for RingSleep {
         if timer.fired || timer.generation != self.generation {
             return Poll::Ready(());
         }
-        keep_waker(&mut timer.waker, cx);
+        keep_waker(&mut timer.waker, cx.waker());
         Poll::Pending
     }
 }
