@@ -12,7 +12,6 @@ use crate::tls::TlsSetup;
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -228,7 +227,7 @@ impl Connector {
     /// await).
     pub async fn connect(&self, recorder: &RefCell<Recorder>) -> Result<Stream, RequestError> {
         let deadline = tokio::time::Instant::now() + self.connect_timeout;
-        let tcp = match tokio::time::timeout_at(deadline, self.connect_tcp()).await {
+        let transport = match tokio::time::timeout_at(deadline, self.connect_transport()).await {
             Ok(result) => result?,
             Err(_) => {
                 return Err(RequestError::new(
@@ -237,9 +236,6 @@ impl Connector {
                 ));
             }
         };
-        // Requests are small and latency matters more than segment count.
-        let _ = tcp.set_nodelay(true);
-        let transport = self.transport(tcp)?;
         let Some(tls) = &self.tls else {
             return Ok(Stream::Plain(transport));
         };
@@ -260,24 +256,32 @@ impl Connector {
         }
     }
 
-    /// The connected socket as this worker drives it: on its ring, the
-    /// descriptor leaves tokio's reactor for good.
-    fn transport(&self, tcp: TcpStream) -> Result<Transport, RequestError> {
-        let Some(ring) = &self.ring else {
-            return Ok(Transport::Epoll(tcp));
-        };
-        let std = tcp
-            .into_std()
-            .map_err(|err| RequestError::io(ErrorKind::Connect, err))?;
-        Ok(Transport::Uring(ring.adopt(OwnedFd::from(std))))
+    /// A connected socket, as this worker drives it: connected on its
+    /// ring, or through tokio's reactor.
+    async fn connect_transport(&self) -> Result<Transport, RequestError> {
+        if let Some(ring) = &self.ring {
+            return self
+                .connect_any(|addr| ring.connect(addr))
+                .await
+                .map(Transport::Uring);
+        }
+        let tcp = self.connect_any(TcpStream::connect).await?;
+        // Requests are small and latency matters more than segment count.
+        let _ = tcp.set_nodelay(true);
+        Ok(Transport::Epoll(tcp))
     }
 
-    async fn connect_tcp(&self) -> Result<TcpStream, RequestError> {
+    /// Connects with `connect` to the target's addresses in turn, from the
+    /// one that answered last.
+    async fn connect_any<S, F>(&self, connect: impl Fn(SocketAddr) -> F) -> Result<S, RequestError>
+    where
+        F: Future<Output = io::Result<S>>,
+    {
         let first = self.preferred.get();
         let mut last_err = None;
         for i in 0..self.addrs.len() {
             let index = (first + i) % self.addrs.len();
-            match TcpStream::connect(self.addrs[index]).await {
+            match connect(self.addrs[index]).await {
                 Ok(stream) => {
                     self.preferred.set(index);
                     return Ok(stream);

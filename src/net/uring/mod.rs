@@ -35,12 +35,14 @@
 //! completion runtime: it is the worker's I/O loop, the product's core, and
 //! it must keep tokio's timers and the pacer as they are.
 
+mod connect;
 mod datagram;
 mod enter;
 mod stamp;
 mod timer;
 mod turn;
 
+pub use connect::Connecting;
 pub use datagram::RingDatagram;
 pub use timer::RingSleep;
 
@@ -105,7 +107,7 @@ const CANCEL_WAIT: Duration = Duration::from_millis(500);
 
 /// What a completion is for, in its `user_data`: the slot's index in the
 /// low 32 bits, its generation's low 30 bits above, the kind in the top
-/// two.
+/// two (both set: a connect).
 const SEND_BIT: u64 = 1 << 63;
 /// A kept send ([`RingSocket::send_kept`]): its completion comes only when
 /// it failed.
@@ -118,6 +120,7 @@ enum Kind {
     Receive,
     Send,
     KeptSend,
+    Connect,
 }
 
 fn user_data(index: usize, generation: u32, kind: Kind) -> u64 {
@@ -125,6 +128,7 @@ fn user_data(index: usize, generation: u32, kind: Kind) -> u64 {
         Kind::Receive => 0,
         Kind::Send => SEND_BIT,
         Kind::KeptSend => KEPT_BIT,
+        Kind::Connect => SEND_BIT | KEPT_BIT,
     };
     kind | (u64::from(generation & GENERATION_MASK) << 32) | index as u64
 }
@@ -133,7 +137,8 @@ fn slot_of(user_data: u64) -> (usize, u32, Kind) {
     let index = (user_data & 0xffff_ffff) as usize;
     let generation = ((user_data >> 32) as u32) & GENERATION_MASK;
     let kind = match (user_data & SEND_BIT != 0, user_data & KEPT_BIT != 0) {
-        (true, _) => Kind::Send,
+        (true, true) => Kind::Connect,
+        (true, false) => Kind::Send,
         (false, true) => Kind::KeptSend,
         (false, false) => Kind::Receive,
     };
@@ -294,6 +299,8 @@ struct Slot {
     dropped: bool,
     /// Its receive is being cancelled.
     cancelling: bool,
+    /// Its connect, where the ring connected it.
+    connect: connect::Connect,
     /// Operations in flight in the kernel.
     in_flight: u32,
 }
@@ -446,13 +453,27 @@ impl Ring {
         }))
     }
 
-    /// Takes over a connected stream socket.
-    pub fn adopt(self: &Rc<Ring>, fd: OwnedFd) -> RingSocket {
+    /// Takes over a stream socket connected elsewhere (the tests'; a
+    /// run's are connected on the ring, see [`Ring::connect`]).
+    #[cfg(test)]
+    fn adopt(self: &Rc<Ring>, fd: OwnedFd) -> RingSocket {
         self.adopt_as(fd, false)
     }
 
     /// Takes over a connected socket, a UDP one if `datagram`.
     fn adopt_as(self: &Rc<Ring>, fd: OwnedFd, datagram: bool) -> RingSocket {
+        let socket = self.adopt_unconnected_as(fd, datagram);
+        // Armed at once, so the first response finds it waiting.
+        self.inner.borrow_mut().arm_receive(socket.index);
+        socket
+    }
+
+    /// Takes over a stream socket not yet connected: nothing is armed.
+    fn adopt_unconnected(self: &Rc<Ring>, fd: OwnedFd) -> RingSocket {
+        self.adopt_unconnected_as(fd, false)
+    }
+
+    fn adopt_unconnected_as(self: &Rc<Ring>, fd: OwnedFd, datagram: bool) -> RingSocket {
         let mut inner = self.inner.borrow_mut();
         let index = match inner.free.pop() {
             Some(index) => index,
@@ -489,8 +510,6 @@ impl Ring {
             stamped,
             ..Slot::default()
         };
-        // Armed at once, so the first response finds it waiting.
-        inner.arm_receive(index);
         RingSocket {
             ring: self.clone(),
             index,
@@ -967,11 +986,12 @@ impl Inner {
             }
             #[cfg(test)]
             {
-                self.send_completions += usize::from(kind != Kind::Receive);
+                self.send_completions += usize::from(matches!(kind, Kind::Send | Kind::KeptSend));
             }
             match kind {
                 Kind::Send => self.sent(index, cqe.result()),
                 Kind::Receive => self.received(index, cqe.result(), cqe.flags()),
+                Kind::Connect => self.connected(index, cqe.result()),
                 Kind::KeptSend => {
                     // Not counted in flight: the slot may be gone.
                     self.kept_send_failed(index, generation, cqe.result());
@@ -1075,6 +1095,7 @@ impl Inner {
             let _ = self.uring.submitter().register_files_update(index as u32, &[-1]);
         }
         slot.fd = None;
+        slot.connect = connect::Connect::default();
         slot.generation = slot.generation.wrapping_add(1);
         slot.queued = Vec::new();
         slot.sending = Vec::new();
@@ -1253,6 +1274,11 @@ impl Drop for RingSocket {
             inner.cancel_receive(self.index);
             return;
         }
+        if matches!(slot.connect, connect::Connect::Going { .. }) {
+            // Nothing else is in flight before the connect is done.
+            inner.cancel_connect(self.index);
+            return;
+        }
         if let Some(fd) = &slot.fd {
             // Ends the armed receive (it completes with the end of stream),
             // so the slot and its descriptor are freed with it; a plain close
@@ -1402,6 +1428,7 @@ pub(super) mod tests {
             slot_of(user_data(5, GENERATION_MASK + 2, Kind::KeptSend)),
             (5, 1, Kind::KeptSend)
         );
+        assert_eq!(slot_of(user_data(9, 2, Kind::Connect)), (9, 2, Kind::Connect));
     }
 
     /// Echo through a ring socket: many writes, reads larger than one
