@@ -14,25 +14,40 @@ pub fn keep_waker(kept: &mut Option<Waker>, waker: &Waker) {
     }
 }
 
+/// A waker for tests that counts the wakes that reach it, by value or by
+/// reference.
+#[cfg(test)]
+#[derive(Default)]
+pub struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+#[cfg(test)]
+impl CountingWaker {
+    /// The wakes so far.
+    pub fn wakes(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-
-    struct Counting(AtomicUsize);
-
-    impl Wake for Counting {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     #[test]
     fn a_waker_of_the_same_task_is_kept_and_another_replaces_it() {
-        let first = Arc::new(Counting(AtomicUsize::new(0)));
-        let second = Arc::new(Counting(AtomicUsize::new(0)));
+        let first = Arc::new(CountingWaker::default());
+        let second = Arc::new(CountingWaker::default());
         let mut kept = None;
         keep_waker(&mut kept, &Waker::from(first.clone()));
         let clones = Arc::strong_count(&first);
@@ -44,7 +59,7 @@ mod tests {
         );
         keep_waker(&mut kept, &Waker::from(second.clone()));
         kept.take().unwrap().wake();
-        assert_eq!(first.0.load(Ordering::SeqCst), 0);
-        assert_eq!(second.0.load(Ordering::SeqCst), 1);
+        assert_eq!(first.wakes(), 0);
+        assert_eq!(second.wakes(), 1);
     }
 }

@@ -203,24 +203,11 @@ async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wake::CountingWaker;
     use std::cell::RefCell;
     use std::rc::Rc;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::{Context, Wake, Waker};
-
-    /// The worker's waker, counting its wakes.
-    #[derive(Default)]
-    struct Worker(AtomicUsize);
-
-    impl Wake for Worker {
-        fn wake(self: Arc<Self>) {
-            self.wake_by_ref();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use std::task::{Context, Waker};
 
     #[test]
     fn polling_the_only_loop_woken_does_not_wake_the_worker_again() {
@@ -234,7 +221,8 @@ mod tests {
             })
         };
         let mut loops = loop_set(std::iter::once(waiting));
-        let worker = Arc::new(Worker::default());
+        // The worker's waker, counting its wakes.
+        let worker = Arc::new(CountingWaker::default());
         let waker = Waker::from(worker.clone());
         let mut cx = Context::from_waker(&waker);
         assert!(loops.poll_next_unpin(&mut cx).is_pending());
@@ -244,10 +232,10 @@ mod tests {
             .as_ref()
             .expect("the loop was polled")
             .wake_by_ref();
-        let wakes = worker.0.load(Ordering::SeqCst);
+        let wakes = worker.wakes();
         assert!(loops.poll_next_unpin(&mut cx).is_pending());
         assert_eq!(
-            worker.0.load(Ordering::SeqCst),
+            worker.wakes(),
             wakes,
             "polling the one loop that was woken woke the worker for another turn"
         );

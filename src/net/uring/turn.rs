@@ -70,20 +70,11 @@ impl Wake for TurnWaker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
-
-    /// Counts the wakes that reach the task.
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::wake::CountingWaker;
 
     #[test]
     fn a_wake_in_a_turn_asks_for_another_pass_and_one_outside_wakes_the_task() {
-        let task = Arc::new(Count(AtomicUsize::new(0)));
+        let task = Arc::new(CountingWaker::default());
         let task_waker = Waker::from(task.clone());
         let cx = Context::from_waker(&task_waker);
         let (turn, waker) = TurnWaker::new();
@@ -91,24 +82,20 @@ mod tests {
         turn.begin(&cx);
         waker.wake_by_ref();
         assert!(turn.end(), "the turn's own wake was lost");
-        assert_eq!(
-            task.0.load(Ordering::SeqCst),
-            0,
-            "the task was woken from its own turn"
-        );
+        assert_eq!(task.wakes(), 0, "the task was woken from its own turn");
 
         turn.begin(&cx);
         assert!(!turn.end(), "a quiet turn asked for another pass");
 
         // Between turns: the task.
         waker.wake_by_ref();
-        assert_eq!(task.0.load(Ordering::SeqCst), 1);
+        assert_eq!(task.wakes(), 1);
         // Once taken, the task's waker is registered again by the next turn;
         // a wake by value reaches it too.
         turn.begin(&cx);
         assert!(!turn.end());
         let owned = waker.clone();
         owned.wake();
-        assert_eq!(task.0.load(Ordering::SeqCst), 2);
+        assert_eq!(task.wakes(), 2);
     }
 }
