@@ -6,11 +6,13 @@ Every load goes to 127.0.0.1 and every generator run is bounded by its own
 duration plus a hard timeout.
 """
 
+import atexit
 import datetime
 import json
 import os
 import platform
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -75,6 +77,15 @@ def split_cores():
     generator, as a taskset list."""
     cpus = sorted(os.sched_getaffinity(0))
     return cpus[-1], ",".join(str(c) for c in cpus[:-1]) or str(cpus[-1])
+
+
+def scratch_dir(prefix):
+    """A private temporary folder (nginx's configuration, logs and pid file,
+    a run's reports), removed when the script exits, however it exits short
+    of being killed."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def free_port():

@@ -27,11 +27,10 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 from types import SimpleNamespace
 
 from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, free_port, machine, median, publish, run_wrk,
-                      start_nginx, stop, volley_figures)
+                      scratch_dir, start_nginx, stop, volley_figures)
 from pacer_lag import describe
 from pacer_lag import run as pacer_run
 from vs_h2load import run_h2load
@@ -156,7 +155,7 @@ def main():
     args.rates = [int(r) for r in args.rates.split(",")]
     parts = args.parts.split(",")
 
-    workdir = tempfile.mkdtemp(prefix="volley-many-")
+    workdir = scratch_dir(prefix="volley-many-")
     port, h2port = free_port(), free_port()
     servers = NGINX_HELLO.format(port=port) + NGINX_HELLO.format(port=h2port).replace(
         "backlog=32768;", "backlog=32768 http2;")

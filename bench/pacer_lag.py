@@ -20,9 +20,8 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 
-from benchlib import NGINX_HELLO, VOLLEY, free_port, measured, start_nginx, stop
+from benchlib import NGINX_HELLO, VOLLEY, free_port, measured, scratch_dir, start_nginx, stop
 
 
 def busy_jiffies(cores):
@@ -121,7 +120,7 @@ def main():
     cpus = sorted(os.sched_getaffinity(0))
     target_core = cpus[-1]
     gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
-    workdir = tempfile.mkdtemp(prefix="volley-pacer-")
+    workdir = scratch_dir(prefix="volley-pacer-")
     port = free_port()
     nginx = start_nginx(target_core, workdir, NGINX_HELLO.format(port=port), [port])
     url = f"http://127.0.0.1:{port}/hi"

@@ -7,7 +7,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -74,7 +73,7 @@ def main():
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     gen = ",".join(str(c) for c in cpus[:-1]) or str(cpus[-1])
-    workdir = tempfile.mkdtemp(prefix="volley-plan-bench-")
+    workdir = benchlib.scratch_dir(prefix="volley-plan-bench-")
     target = vs_peers.Target("nginx", cpus[-1], workdir)
     base = target.url.rsplit("/", 1)[0]
     plans = {}

@@ -4,7 +4,6 @@
 import argparse
 import os
 import statistics
-import tempfile
 
 import benchlib
 import vs_peers  # the nginx target of the peer benchmark
@@ -18,7 +17,7 @@ def main():
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
     gen = ",".join(str(c) for c in cpus[:-1]) or str(cpus[-1])
-    target = vs_peers.Target("nginx", cpus[-1], tempfile.mkdtemp(prefix="volley-shard-bench-"))
+    target = vs_peers.Target("nginx", cpus[-1], benchlib.scratch_dir(prefix="volley-shard-bench-"))
     cases = {"plain": ["run", target.url], "shard 0/1": ["run", target.url, "--shard", "0/1"]}
     rps = {k: [] for k in cases}
     cpu = {k: [] for k in cases}

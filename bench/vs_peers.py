@@ -14,10 +14,9 @@ Writes the figures between the generated markers of bench/RESULTS.md.
 import argparse
 import os
 import sys
-import tempfile
 import time
 
-from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, median, oha_figures, publish, run_wrk, start_nginx,
+from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, median, oha_figures, publish, run_wrk, scratch_dir, start_nginx,
                       start_pinned, stop, version, volley_figures)
 
 START_MARK = "<!-- generated:start -->"
@@ -62,7 +61,7 @@ def main():
     cpus = sorted(os.sched_getaffinity(0))
     target_core = cpus[-1]
     gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
-    workdir = tempfile.mkdtemp(prefix="volley-bench-")
+    workdir = scratch_dir(prefix="volley-bench-")
     target = Target(args.target, target_core, workdir)
     peers = [("volley", run_volley), ("wrk", run_wrk)]
     started = time.time()

@@ -24,10 +24,9 @@ and every run is bounded by its duration plus a hard timeout.
 import argparse
 import json
 import os
-import tempfile
 
 from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, free_port, measured, median, publish, run_wrk,
-                      start_nginx, stop, volley_figures)
+                      scratch_dir, start_nginx, stop, volley_figures)
 
 SHB = os.environ.get("SHB", "shb")
 
@@ -95,7 +94,7 @@ def main():
     cpus = sorted(os.sched_getaffinity(0))
     target_core = cpus[-1]
     gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
-    workdir = tempfile.mkdtemp(prefix="volley-bench-")
+    workdir = scratch_dir(prefix="volley-bench-")
     port = free_port()
     # nginx speaks h2c on a second port (HTTP/2 with prior knowledge).
     h2port = free_port()
