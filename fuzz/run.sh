@@ -56,6 +56,11 @@ fi
 fuzz_one() {
   local target="$1"
   mkdir -p "corpus/$target" "seeds/$target"
+  # A temporary folder of the run's own (the plan target writes its inputs
+  # as files), removed after it: libFuzzer exits without running the
+  # destructors that would remove the target's.
+  local scratch
+  scratch="$(mktemp -d)"
   # Leaks are looked for only under AddressSanitizer, which brings the
   # leak checker. The HTTP/2 target registers a loopback socket with
   # tokio's reactor per input, whose slab outlives the input: the leak
@@ -63,9 +68,12 @@ fuzz_one() {
   # 1800). Memory blow-ups are still caught by -rss_limit_mb.
   local leaks=0
   [ "$sanitizer" = address ] && [ "$target" != http2_connection ] && leaks=1
-  cargo +nightly fuzz run -O -s "$sanitizer" "$target" "corpus/$target" "seeds/$target" -- \
+  local status=0
+  TMPDIR="$scratch" cargo +nightly fuzz run -O -s "$sanitizer" "$target" "corpus/$target" "seeds/$target" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -detect_leaks="$leaks" \
-    -print_final_stats=1 2>"corpus/$target.log"
+    -print_final_stats=1 2>"corpus/$target.log" || status=$?
+  rm -rf "$scratch"
+  return "$status"
 }
 
 # Each libFuzzer run uses one core: as many run at once as there are cores

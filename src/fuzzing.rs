@@ -201,18 +201,35 @@ pub fn plan_file(data: &[u8]) {
         return;
     }
     thread_local! {
-        static DIR: std::path::PathBuf = {
-            let dir = std::env::temp_dir().join(format!("volley-fuzz-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).expect("a temporary folder for plan files");
-            dir
-        };
+        static DIR: ScratchDir = ScratchDir::new();
     }
     DIR.with(|dir| {
-        let path = dir.join("plan.yml");
+        let path = dir.0.join("plan.yml");
         if std::fs::write(&path, text).is_ok() {
             let _ = crate::scenario::load(&path, &Default::default(), None);
         }
     });
+}
+
+/// A thread's folder for plan files, removed with the thread (a test's
+/// thread; fuzz/run.sh gives libFuzzer's process, which exits without
+/// running its main thread's destructors, a temporary folder of its own).
+struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    fn new() -> ScratchDir {
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let nth = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("volley-fuzz-{}-{nth}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary folder for plan files");
+        ScratchDir(dir)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Names known to a template: `prev` (an earlier response), a base URL and
