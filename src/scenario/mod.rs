@@ -164,6 +164,23 @@ struct Known<'a> {
     items: bool,
 }
 
+impl Known<'_> {
+    /// Runs `with` on the names `scenario` knows so far (its base without
+    /// credentials; `items` where the step has `with_items`).
+    fn of<T>(scenario: &Scenario, items: bool, with: impl FnOnce(&Known) -> T) -> T {
+        let base = scenario
+            .settings
+            .base
+            .as_deref()
+            .map(crate::target::without_credentials);
+        with(&Known {
+            vars: &scenario.var_names,
+            base: base.as_deref(),
+            items,
+        })
+    }
+}
+
 impl Names for Known<'_> {
     fn var(&self, name: &str) -> Option<usize> {
         self.vars.iter().position(|v| v == name)
@@ -275,17 +292,8 @@ fn slot_for(scenario: &mut Scenario, name: &str) -> usize {
 /// sends nothing for it; a warning says so).
 fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<Option<StepKind>, FileError> {
     let tpl = |text: &str, items: bool, scenario: &Scenario| {
-        let base = scenario
-            .settings
-            .base
-            .as_deref()
-            .map(crate::target::without_credentials);
-        let known = Known {
-            vars: &scenario.var_names,
-            base: base.as_deref(),
-            items,
-        };
-        Template::compile(text, &known).map_err(|e| at(item, format!("in '{}': {e}", item.name)))
+        Known::of(scenario, items, |known| Template::compile(text, known))
+            .map_err(|e| at(item, format!("in '{}': {e}", item.name)))
     };
     Ok(Some(match &item.action {
         ActionDef::Request { request, assign } => {
@@ -360,17 +368,7 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<Option<StepKi
             }
         }
         ActionDef::Assert { key, value } => {
-            let base = scenario
-                .settings
-                .base
-                .as_deref()
-                .map(crate::target::without_credentials);
-            let known = Known {
-                vars: &scenario.var_names,
-                base: base.as_deref(),
-                items: false,
-            };
-            let key = match template::resolve(key, &known) {
+            let key = match Known::of(scenario, false, |known| template::resolve(key, known)) {
                 Ok(Ok(var)) => var,
                 Ok(Err(_)) => {
                     return Err(at(
