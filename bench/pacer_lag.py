@@ -21,7 +21,7 @@ import os
 import statistics
 import sys
 
-from benchlib import NGINX_HELLO, VOLLEY, free_port, measured, scratch_dir, start_nginx, stop
+from benchlib import NGINX_HELLO, VOLLEY, free_port, measured, scratch_dir, split_cores, start_nginx, stop
 
 
 def busy_jiffies(cores):
@@ -117,9 +117,7 @@ def main():
     intervals = args.intervals.split(",")
     binaries = [("this", VOLLEY)] + ([("baseline", args.baseline)] if args.baseline else [])
 
-    cpus = sorted(os.sched_getaffinity(0))
-    target_core = cpus[-1]
-    gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
+    target_core, gen_cores = split_cores()
     workdir = scratch_dir(prefix="volley-pacer-")
     port = free_port()
     nginx = start_nginx(target_core, workdir, NGINX_HELLO.format(port=port), [port])

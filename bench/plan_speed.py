@@ -3,7 +3,6 @@
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -71,10 +70,9 @@ def main():
     ap.add_argument("--drill-iterations", type=int, default=250_000,
                     help="drill's requests per round (it has no duration) [250000]")
     args = ap.parse_args()
-    cpus = sorted(os.sched_getaffinity(0))
-    gen = ",".join(str(c) for c in cpus[:-1]) or str(cpus[-1])
+    target_core, gen = benchlib.split_cores()
     workdir = benchlib.scratch_dir(prefix="volley-plan-bench-")
-    target = vs_peers.Target("nginx", cpus[-1], workdir)
+    target = vs_peers.Target("nginx", target_core, workdir)
     base = target.url.rsplit("/", 1)[0]
     plans = {}
     for name, text in (("static", STATIC_PLAN), ("templated", TEMPLATED_PLAN)):

@@ -2,7 +2,6 @@
 """`volley run --shard 0/1` vs `volley run` on the same URL (see shard-cost.sh)."""
 
 import argparse
-import os
 import statistics
 
 import benchlib
@@ -15,9 +14,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--secs", type=int, default=5)
     args = ap.parse_args()
-    cpus = sorted(os.sched_getaffinity(0))
-    gen = ",".join(str(c) for c in cpus[:-1]) or str(cpus[-1])
-    target = vs_peers.Target("nginx", cpus[-1], benchlib.scratch_dir(prefix="volley-shard-bench-"))
+    target_core, gen = benchlib.split_cores()
+    target = vs_peers.Target("nginx", target_core, benchlib.scratch_dir(prefix="volley-shard-bench-"))
     cases = {"plain": ["run", target.url], "shard 0/1": ["run", target.url, "--shard", "0/1"]}
     rps = {k: [] for k in cases}
     cpu = {k: [] for k in cases}

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import (VOLLEY, free_port, measured, median, publish, run_wrk, start_nginx, stop, version,
+from benchlib import (VOLLEY, free_port, measured, median, publish, run_wrk, split_cores, start_nginx, stop, version,
                       volley_figures)
 
 START_MARK = "<!-- generated-h2:start -->"
@@ -189,9 +189,7 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
     args = ap.parse_args()
 
-    cpus = sorted(os.sched_getaffinity(0))
-    target_core = cpus[-1]
-    gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
+    target_core, gen_cores = split_cores()
     load = os.getloadavg()[0]
     if load > 0.5:
         print(f"warning: load average {load:.1f} at the start: something else is running, and the "

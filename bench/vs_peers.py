@@ -12,12 +12,11 @@ Writes the figures between the generated markers of bench/RESULTS.md.
 """
 
 import argparse
-import os
 import sys
 import time
 
-from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, median, oha_figures, publish, run_wrk, scratch_dir, start_nginx,
-                      start_pinned, stop, version, volley_figures)
+from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, median, oha_figures, publish, run_wrk, scratch_dir,
+                      split_cores, start_nginx, start_pinned, stop, version, volley_figures)
 
 START_MARK = "<!-- generated:start -->"
 END_MARK = "<!-- generated:end -->"
@@ -58,9 +57,7 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
     args = ap.parse_args()
 
-    cpus = sorted(os.sched_getaffinity(0))
-    target_core = cpus[-1]
-    gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
+    target_core, gen_cores = split_cores()
     workdir = scratch_dir(prefix="volley-bench-")
     target = Target(args.target, target_core, workdir)
     peers = [("volley", run_volley), ("wrk", run_wrk)]

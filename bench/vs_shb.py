@@ -26,7 +26,7 @@ import json
 import os
 
 from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, free_port, measured, median, publish, run_wrk,
-                      scratch_dir, start_nginx, stop, volley_figures)
+                      scratch_dir, split_cores, start_nginx, stop, volley_figures)
 
 SHB = os.environ.get("SHB", "shb")
 
@@ -91,9 +91,7 @@ def main():
                          "each one's medians and its ratios to the first, instead of the table")
     args = ap.parse_args()
 
-    cpus = sorted(os.sched_getaffinity(0))
-    target_core = cpus[-1]
-    gen_cores = ",".join(str(c) for c in cpus[:-1]) or str(target_core)
+    target_core, gen_cores = split_cores()
     workdir = scratch_dir(prefix="volley-bench-")
     port = free_port()
     # nginx speaks h2c on a second port (HTTP/2 with prior knowledge).
