@@ -29,7 +29,7 @@ import statistics
 import sys
 from types import SimpleNamespace
 
-from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, free_port, machine, median, publish, run_wrk,
+from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, free_port, machine, publish, run_wrk,
                       scratch_dir, start_nginx, stop, volley_figures)
 from pacer_lag import describe
 from pacer_lag import run as pacer_run
@@ -122,8 +122,8 @@ def lag_part(args, url, nginx):
 
 
 def lag_rows(results, rounds):
-    rows = [f"| -R | interval | sent | lag p50 | lag p99 | lag max | sent 1 ms+ late (waiting for a connection) "
-            f"| latency p99 | service p99 |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| -R | interval | sent | lag p50 | lag p99 | lag max | sent 1 ms+ late (waiting for a connection) "
+            "| latency p99 | service p99 |", "|---|---|---|---|---|---|---|---|---|"]
     for (rate, interval), runs in results.items():
         def med(key):
             return statistics.median(x[key] for x in runs)

@@ -5,7 +5,6 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import time
 from pathlib import Path
 

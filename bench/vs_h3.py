@@ -25,7 +25,6 @@ rounds; every response still read as it comes). Every load goes to
 import argparse
 import os
 import subprocess
-import tempfile
 import time
 
 from benchlib import (VOLLEY, CaseRows, alternate, free_port, median, oha_figures, publish, split_cores, stop,
