@@ -24,6 +24,13 @@ use std::time::{Duration, Instant};
 /// starve the interval ticker, the deadline or the stop flag.
 pub const YIELD_EVERY: u32 = 32;
 
+/// The open model's pacer yields to the runtime after this many tickets in
+/// a row that were due when it came to them. Only a schedule far beyond
+/// the worker's reach gets there (1,024 tickets are 25 ms of a 40,000 req/s
+/// worker's schedule); a pacer catching up after a short stall still issues
+/// its late tickets at once, as giving its turn away would make them later.
+const PACER_YIELDS_AFTER: u32 = 1024;
+
 /// Permission to send.
 #[derive(Clone, Copy, Debug)]
 pub struct Ticket {
@@ -57,6 +64,9 @@ pub struct OpenFeed {
     issued: Cell<u64>,
     taken: Cell<u64>,
     finished: Cell<bool>,
+    /// The phase's deadline has passed: tickets issued but not yet taken
+    /// are left unsent.
+    closed: Cell<bool>,
     /// Connections waiting for a ticket.
     idle: RefCell<VecDeque<Waker>>,
     /// Connections this worker may still add (`--max-connections`).
@@ -155,6 +165,7 @@ impl OpenFeed {
             issued: Cell::new(0),
             taken: Cell::new(0),
             finished: Cell::new(false),
+            closed: Cell::new(false),
             idle: RefCell::new(VecDeque::new()),
             may_add: Cell::new(may_add),
             add_requests: Cell::new(0),
@@ -177,15 +188,32 @@ impl OpenFeed {
     /// Issues tickets on schedule until the limit, the deadline or the end
     /// of the profile.
     async fn pace(&self, recorder: &RefCell<Recorder>) {
+        // Tickets in a row that were already due when the pacer came to
+        // them: it never waited for them, so it never gave way either.
+        let mut behind = 0;
         loop {
             let k = self.issued.get();
             let Some(due) = (k < self.limit).then(|| self.intended(k)).flatten() else {
                 break;
             };
-            sleep_precisely(self.timer.as_ref(), due).await;
+            let now = Instant::now();
+            let issued_at = match due <= now {
+                // So far behind that the phase is over: its deadline passed
+                // while the pacer was still issuing the tickets due before it.
+                true if self.deadline.is_some_and(|deadline| now >= deadline) => break,
+                true => {
+                    behind += 1;
+                    now
+                }
+                false => {
+                    behind = 0;
+                    sleep_precisely(self.timer.as_ref(), due).await;
+                    Instant::now()
+                }
+            };
             recorder
                 .borrow_mut()
-                .record_pacer_lag(Instant::now().saturating_duration_since(due));
+                .record_pacer_lag(issued_at.saturating_duration_since(due));
             self.issued.set(k + 1);
             let idle = self.idle.borrow_mut().pop_front();
             match idle {
@@ -200,10 +228,31 @@ impl OpenFeed {
                 }
                 None => {}
             }
+            // A schedule faster than the worker can issue it (a rate in the
+            // billions a second) keeps every ticket due at once: without a
+            // pause the pacer would run through the whole schedule before
+            // the phase's deadline, Ctrl-C or the connections taking its
+            // tickets could run, a 1 s run lasting minutes.
+            if behind == PACER_YIELDS_AFTER {
+                behind = 0;
+                tokio::task::yield_now().await;
+            }
         }
         self.finished.set(true);
         for connection in self.idle.borrow_mut().drain(..) {
             connection.wake();
+        }
+        // At the phase's deadline no new request starts, and a backlog the
+        // connections could not keep up with is left unsent: the measured
+        // phase ends there anyway, and a warm-up at a rate beyond the
+        // target's reach would otherwise go on until its whole backlog had
+        // been sent. A schedule cut short by its request count is sent
+        // whole.
+        if let Some(deadline) = self.deadline
+            && self.issued.get() < self.limit
+        {
+            sleep_precisely(self.timer.as_ref(), deadline).await;
+            self.closed.set(true);
         }
     }
 
@@ -211,7 +260,7 @@ impl OpenFeed {
         let mut waited = false;
         std::future::poll_fn(|cx| {
             let k = self.taken.get();
-            if k < self.issued.get() {
+            if k < self.issued.get() && !self.closed.get() {
                 self.taken.set(k + 1);
                 let intended = self.intended(k).expect("issued tickets have a time");
                 return Poll::Ready(Some(Ticket {

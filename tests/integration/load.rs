@@ -7,7 +7,7 @@ use super::support::{
     exclusive, num, paused_during, schema_violations, summary, target, target_with, timed, url, volley_json,
 };
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[test]
 fn fixed_rate_holds_its_count_and_schedule() {
@@ -29,6 +29,39 @@ fn fixed_rate_holds_its_count_and_schedule() {
         text.contains("service time") && text.contains("tool lag"),
         "{text}"
     );
+}
+
+/// A rate far beyond what a worker can issue (ten billion a second): the
+/// pacer is behind from its first ticket, yet each phase ends at its
+/// duration, the connections are served meanwhile, and the backlog shows
+/// as the pacer's own lag. (A pacer that never gave way went through every
+/// ticket of the schedule first: minutes for this run.)
+#[test]
+fn a_rate_beyond_reach_still_ends_each_phase_on_time() {
+    let _exclusive = exclusive();
+    let server = target();
+    let began = Instant::now();
+    let (out, report) = volley_json(&[
+        "run",
+        "-R",
+        "10000000000",
+        "-w",
+        "1s",
+        "-d",
+        "1s",
+        &url(&server, "/hi"),
+    ]);
+    let took = began.elapsed();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        took < Duration::from_secs(15),
+        "a 1 s warm-up and a 1 s run took {took:?}"
+    );
+    let s = summary(&report);
+    assert!(num(&s["requests"]) >= 100.0, "{s}");
+    assert_eq!(num(&s["errors"]), 0.0, "{s}");
+    let schedule = &s["schedule"];
+    assert!(num(&schedule["tool_lag_p99_ms"]) >= 100.0, "{schedule}");
 }
 
 /// A 1 s stall of the target during a 10 s run at 1000 req/s: latency from
