@@ -40,10 +40,29 @@ fn invalid(msg: impl Into<String>) -> PlanError {
     PlanError::Invalid(msg.into())
 }
 
+/// The most levels one step run takes: at the default 10 s a level, close
+/// to three hours. More is a slip (a `--factor` a hair above 1, a `--to`
+/// with a few zeros too many), and a list of millions of levels would take
+/// gigabytes before the first one ran.
+pub const MOST_LEVELS: usize = 1000;
+
+/// The most multiplications [`geometric_levels`] makes, its rounded values
+/// repeating or not: a factor a hair above 1 would otherwise spin for
+/// minutes before anything ran.
+const MOST_FACTOR_STEPS: f64 = 1e6;
+
 /// Geometric levels from `from` to `to`, rounded, without repeats.
 pub fn geometric_levels(from: f64, to: f64, factor: f64) -> Result<Vec<f64>, PlanError> {
-    if !(from > 0.0 && to >= from && factor > 1.0) {
-        return Err(invalid("use --from > 0, --to >= --from and --factor > 1"));
+    if !(from > 0.0 && to >= from && to.is_finite() && factor > 1.0) {
+        return Err(invalid(
+            "use --from > 0, a finite --to >= --from and --factor > 1",
+        ));
+    }
+    let steps = (to / from).ln() / factor.ln();
+    if steps.is_nan() || steps > MOST_FACTOR_STEPS {
+        return Err(invalid(format!(
+            "--factor {factor} from --from {from} to --to {to} takes over a million steps: raise --factor or lower --to"
+        )));
     }
     let mut levels = Vec::new();
     let mut level = from;
@@ -100,6 +119,12 @@ impl StepPlan {
         };
         if levels.is_empty() || levels.iter().any(|l| !l.is_finite() || *l <= 0.0) {
             return Err(invalid("--levels must be positive numbers"));
+        }
+        if levels.len() > MOST_LEVELS {
+            return Err(invalid(format!(
+                "{} levels: at most {MOST_LEVELS} (raise --factor, or narrow --from and --to)",
+                levels.len()
+            )));
         }
         if levels.windows(2).any(|w| w[1] <= w[0]) {
             return Err(invalid("--levels must rise, lightest first"));

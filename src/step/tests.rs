@@ -189,3 +189,38 @@ fn geometric_levels_round_and_end_at_to() {
     assert!(geometric_levels(5.0, 3.0, 2.0).is_err());
     assert!(geometric_levels(1.0, 3.0, 1.0).is_err());
 }
+
+#[test]
+fn geometric_levels_refuse_a_factor_a_hair_above_one_or_an_endless_range() {
+    // Many steps that round to few levels are fine...
+    assert_eq!(geometric_levels(1.0, 3.0, 1.001).unwrap(), vec![1.0, 2.0, 3.0]);
+    // ...but not billions of them, nor a range without end.
+    let err = geometric_levels(1.0, 1.5, 1.000_000_000_1)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("over a million steps"), "{err}");
+    assert!(geometric_levels(1.0, f64::INFINITY, 2.0).is_err());
+}
+
+#[test]
+fn a_step_run_takes_at_most_a_thousand_levels() {
+    let url = "http://127.0.0.1:1/";
+    let many = [
+        "--rate-steps",
+        "--from",
+        "1",
+        "--to",
+        "100000000000000",
+        "--factor",
+        "1.0001",
+    ];
+    let err = match StepPlan::from_args(&step_args(&[&[url][..], &many[..]].concat())) {
+        Err(err) => err.to_string(),
+        Ok(step) => panic!("{} levels taken", step.levels.len()),
+    };
+    assert!(err.contains("at most 1000"), "{err}");
+    let thousand: Vec<String> = (1..=MOST_LEVELS).map(|l| l.to_string()).collect();
+    let list = thousand.join(",");
+    let step = StepPlan::from_args(&step_args(&[url, "--rate-steps", "--levels", &list])).unwrap();
+    assert_eq!(step.levels.len(), MOST_LEVELS);
+}
