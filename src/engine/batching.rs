@@ -4,9 +4,10 @@
 //! the HTTP/1.1 fast path ([`super::lean_h1`]) and plain HTTP/2, whose
 //! connection reads a stamped socket one received buffer at a time.
 
+use super::Shared;
 use super::exchange::WorkerCtx;
+use super::fast_path::FastPath;
 use super::feed::Feed;
-use super::{Prepared, Shared, lean_h1};
 use crate::net::uring::{Batch, MAX_BUFFERS};
 use std::time::Duration;
 
@@ -40,37 +41,23 @@ const BATCH_LINGER: Duration = Duration::from_micros(500);
 /// Whether a worker of `connections` may wait for batches of completions:
 /// then its ring must stamp what it receives from the start
 /// ([`crate::net::uring::Ring::stamp_receives`]).
-pub(super) fn may_batch(shared: &Shared, connections: usize) -> bool {
+pub(super) fn may_batch<W: FastPath>(shared: &Shared<W>, connections: usize) -> bool {
     let in_flight = connections * shared.transport.streams;
     shared.transport.io.batch
         && in_flight >= BATCH_FROM
         && connections <= BATCH_UP_TO
-        && (lean_h1::settings_fit(shared) || plain_h2_fits(shared))
-}
-
-/// Whether the run is plain HTTP/2 of the run's own request in the closed
-/// model, each connection's responses read only by its stamped socket.
-fn plain_h2_fits(shared: &Shared) -> bool {
-    !shared.open_model
-        && shared.scenario.is_none()
-        && matches!(shared.prepared, Prepared::Http2(_))
-        && shared.transport.keepalive
-        && !shared.transport.coalesce
-        && shared.tls.is_none()
+        && W::reads_stamped(shared)
 }
 
 /// The batches a worker's ring waits for in a phase of `feed`, for its
 /// `connections`: only where every response is read as the kernel stamped
 /// it (over HTTP/1.1, where every loop takes the fast path).
-pub(super) fn batch(ctx: &WorkerCtx, feed: &Feed, connections: usize) -> Option<Batch> {
+pub(super) fn batch<W: FastPath>(ctx: &WorkerCtx<W>, feed: &Feed, connections: usize) -> Option<Batch> {
     let shared = &ctx.shared;
     if !may_batch(shared, connections) {
         return None;
     }
-    let stamped = match shared.prepared {
-        Prepared::Http1(_) => lean_h1::applies(ctx, feed),
-        _ => lean_h1::steady_on_a_ring(ctx, feed),
-    };
+    let stamped = W::stamped_in(ctx, feed);
     let in_flight = connections * shared.transport.streams;
     stamped.then(|| Batch {
         readers: connections,

@@ -1,18 +1,21 @@
-//! The one request loop.
+//! The general request loop.
 //!
-//! Every load model runs through `connection_loop`: it asks the [`Feed`]
-//! for a ticket and either sends the run's pre-built request (one, or a
-//! pipelined round) and records each response, or hands the ticket to
-//! [`iteration::run`], which walks a plan file's steps. Both send through
-//! the loop's protocol [`Driver`] and record with the pieces in
-//! [`super::exchange`], so the loop and the drivers never call each other
-//! back.
+//! Every load model and every protocol runs through `connection_loop`: it
+//! asks the [`Feed`] for a ticket and, by the run's [`Workload`], either
+//! sends the run's pre-built request (one, or a pipelined round) and
+//! records each response, or hands the ticket to [`iteration::run`], which
+//! walks a plan file's steps. Both send through the loop's [`Driver`] and
+//! record with the pieces in [`super::exchange`], so the loop and the
+//! protocols never call each other back. Where the protocol has a fast
+//! path for the phase ([`FastPath`]), the loop's requests take it instead,
+//! and each it cannot take comes back here.
 
-use super::driver::{Driver, Outgoing};
-use super::exchange::{WorkerCtx, fail, record_response};
+use super::Workload;
+use super::driver::Driver;
+use super::exchange::{Outgoing, WorkerCtx, fail, record_response};
+use super::fast_path::FastPath;
 use super::feed::{Feed, Ticket, YIELD_EVERY};
 use super::iteration::{self, IterationState};
-use super::{lean_h1, lean_h2};
 use futures_util::StreamExt;
 use futures_util::future::Either;
 use futures_util::stream::FuturesUnordered;
@@ -22,10 +25,18 @@ use std::time::Instant;
 /// What a loop keeps across requests and phases: its protocol driver (and
 /// so its connection) and, for a plan file, the scenario's per-connection
 /// buffers and variables (both made on first use).
-#[derive(Default)]
-pub struct LoopSlot {
-    driver: Option<Driver>,
+pub struct LoopSlot<W: FastPath> {
+    driver: Option<Driver<W>>,
     iteration: Option<Box<IterationState>>,
+}
+
+impl<W: FastPath> Default for LoopSlot<W> {
+    fn default() -> Self {
+        LoopSlot {
+            driver: None,
+            iteration: None,
+        }
+    }
 }
 
 /// How many connections the open model adds in one turn of the worker at
@@ -46,7 +57,11 @@ const ADD_PER_TURN: usize = 4;
 /// refused and re-woken in vain (10,000 connections: 45k req/s and most
 /// connections starved; without the budget 137k req/s). `YIELD_EVERY`
 /// keeps the fairness the budget gave.
-pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<LoopSlot> {
+pub async fn drive<W: FastPath>(
+    ctx: &WorkerCtx<W>,
+    slots: Vec<LoopSlot<W>>,
+    feed: &Feed,
+) -> Vec<LoopSlot<W>> {
     let mut next_index = slots.len();
     let mut loops = loop_set(
         slots
@@ -77,14 +92,14 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
         loop {
             // Every loop has ended once only the idle member is left.
             if loops.len() <= 1 {
-                ctx.flush_frames(cx);
+                ctx.flush(cx);
                 return Poll::Ready(());
             }
             match loops.poll_next_unpin(cx) {
                 Poll::Ready(Some(slot)) => done.push(slot),
                 Poll::Ready(None) => continue,
                 Poll::Pending => {
-                    ctx.flush_frames(cx);
+                    ctx.flush(cx);
                     return Poll::Pending;
                 }
             }
@@ -101,9 +116,9 @@ pub async fn drive(ctx: &WorkerCtx, slots: Vec<LoopSlot>, feed: &Feed) -> Vec<Lo
 /// of the runtime for nothing, with an `epoll_wait` of its own. With the
 /// idle member among them, that happens only where a loop is polled twice
 /// in one call, as it still should.
-fn loop_set<F: Future<Output = LoopSlot>>(
+fn loop_set<S, F: Future<Output = S>>(
     loops: impl Iterator<Item = F>,
-) -> FuturesUnordered<Either<F, std::future::Pending<LoopSlot>>> {
+) -> FuturesUnordered<Either<F, std::future::Pending<S>>> {
     let set: FuturesUnordered<_> = loops.map(Either::Left).collect();
     set.push(Either::Right(std::future::pending()));
     set
@@ -119,7 +134,11 @@ fn loop_set<F: Future<Output = LoopSlot>>(
 /// connections, whose handshakes take the worker's thread in turn. At
 /// 40,000 req/s on one worker that cascade opened hundreds of connections
 /// in the first milliseconds and made the pacer 5-40 ms late.
-pub async fn open_connections(ctx: &WorkerCtx, slots: &mut [LoopSlot], within: std::time::Duration) {
+pub async fn open_connections<W: FastPath>(
+    ctx: &WorkerCtx<W>,
+    slots: &mut [LoopSlot<W>],
+    within: std::time::Duration,
+) {
     let opening: FuturesUnordered<_> = slots
         .iter_mut()
         .map(|slot| async {
@@ -132,21 +151,24 @@ pub async fn open_connections(ctx: &WorkerCtx, slots: &mut [LoopSlot], within: s
     let _ = tokio::time::timeout(within, tokio::task::coop::unconstrained(all)).await;
 }
 
-/// The one request loop: take a ticket, send, read, record, until the feed
+/// The general request loop: take a ticket, send, read, record, until the feed
 /// says stop. Each round sends up to `--pipeline` requests in one write (one
 /// without pipelining) and reads their responses in order.
-async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed: &Feed) -> LoopSlot {
+async fn connection_loop<W: FastPath>(
+    ctx: &WorkerCtx<W>,
+    index: usize,
+    mut slot: LoopSlot<W>,
+    feed: &Feed,
+) -> LoopSlot<W> {
     let driver = slot.driver.get_or_insert_with(|| Driver::new(ctx));
-    let general = async |driver: &mut Driver, ticket| {
-        send_prepared(ctx, driver, ticket).await;
-    };
-    if lean_h1::applies(ctx, feed) {
-        lean_h1::run(ctx, driver, feed, general).await;
-        return slot;
-    }
-    if lean_h2::applies(ctx, feed) {
-        lean_h2::run(ctx, driver, feed, general).await;
-        return slot;
+    let workload = &ctx.shared.workload;
+    if let Workload::Fixed(request) = workload {
+        let general = async |driver: &mut Driver<W>, ticket| {
+            send_fixed(ctx, driver, request, ticket).await;
+        };
+        if W::run_fast(ctx, driver, feed, general).await {
+            return slot;
+        }
     }
     // This task is new to the loop's timer (a new phase).
     driver.resume();
@@ -158,35 +180,44 @@ async fn connection_loop(ctx: &WorkerCtx, index: usize, mut slot: LoopSlot, feed
             since_yield = 0;
             tokio::task::yield_now().await;
         }
-        answered_at = match &ctx.shared.scenario {
-            Some(scenario) => {
+        answered_at = match workload {
+            Workload::Flow(scenario) => {
                 iteration::run(ctx, driver, &mut slot.iteration, ticket, scenario).await;
                 None
             }
-            None => send_prepared(ctx, driver, ticket).await,
+            Workload::Fixed(request) => send_fixed(ctx, driver, request, ticket).await,
         };
     }
     slot
 }
 
-/// One round of the run's pre-built request: `ticket.count` requests (a
+/// One round of the run's pre-built `request`: `ticket.count` requests (a
 /// pipelined round over HTTP/1.1), each response recorded as it comes.
 /// Every response must be complete within the request timeout of the
 /// actual send. Returns when the round's last response was read, if every
 /// one was.
-async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) -> Option<Instant> {
+async fn send_fixed<W: FastPath>(
+    ctx: &WorkerCtx<W>,
+    driver: &mut Driver<W>,
+    request: &W::Request,
+    ticket: Ticket,
+) -> Option<Instant> {
     // The closed model's ticket is taken at the moment of sending.
-    let sent_at = if ctx.shared.open_model {
+    let open_model = ctx.shared.model.is_open();
+    let sent_at = if open_model {
         Instant::now()
     } else {
         ticket.intended
     };
-    if ctx.shared.open_model {
+    if open_model {
         let delay = sent_at.saturating_duration_since(ticket.intended);
         ctx.recorder.borrow_mut().record_send_delay(delay, ticket.queued);
     }
     let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.transport.timeout);
-    let outgoing = Outgoing::Prepared { count: ticket.count };
+    let outgoing = Outgoing::Fixed {
+        request,
+        count: ticket.count,
+    };
     let mut answered_at = None;
     let round = driver.round_trip(ctx, outgoing, deadline, |head| {
         answered_at = Some(record_response(ctx, ticket, sent_at, head));
@@ -217,7 +248,7 @@ mod tests {
             let parked = parked.clone();
             std::future::poll_fn(move |cx| {
                 *parked.borrow_mut() = Some(cx.waker().clone());
-                Poll::<LoopSlot>::Pending
+                Poll::<()>::Pending
             })
         };
         let mut loops = loop_set(std::iter::once(waiting));

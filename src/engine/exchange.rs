@@ -1,29 +1,89 @@
-//! The pieces below everything else in the engine's request path: the
-//! worker's context, borrowed by every loop and by the protocol driver,
-//! and how an answer or a failure is recorded (`classify`).
+//! The seam between the request loop and the protocols: the [`Wire`]
+//! every protocol implements, the worker's context that the loops and the
+//! protocol borrow ([`WorkerCtx`]), what a round sends ([`Outgoing`]) and
+//! how an answer or a failure is recorded (`classify`).
+//!
+//! The loop, the fast paths and the pacer are written once, generic over a
+//! [`Wire`]; a run picks its protocol once, before its workers start, so
+//! that nothing on the request path asks which protocol it speaks. A new
+//! protocol, or a new kind of exchange on one, is one more implementation.
 //!
 //! Latency runs from the ticket's intended time; the service time from the
 //! actual send. Nothing here locks or allocates per request: the recorder
 //! is this thread's own.
 
-use super::Shared;
+use super::deadline::Timer;
 use super::feed::Ticket;
-use crate::http1::response::KnownHead;
-use crate::http2::{Home, Lane, Outbox};
-use crate::http3;
+use super::protocol::Settled;
+use super::{EngineError, Shared};
 use crate::net::Connector;
 use crate::net::uring::Ring;
+use crate::plan::Transport;
 use crate::recorder::Recorder;
-use crate::response::{BodySink, ResponseHead};
+use crate::request::Request;
+use crate::response::{BodySink, Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Context;
 use std::time::Instant;
 
+/// One protocol, as the request loop drives it: how the run's request is
+/// encoded, what a worker's loops share, one loop's way to the server and
+/// its round trip.
+///
+/// The futures run on one worker's current-thread runtime and are never
+/// sent to another thread, so they carry no `Send` bound.
+#[allow(async_fn_in_trait)]
+pub trait Wire: Sized + 'static {
+    /// The run's own request as the protocol sends it, encoded once before
+    /// the run.
+    type Request: Send + Sync + 'static;
+    /// What the protocol needs for the whole run besides its request,
+    /// shared read-only by the workers.
+    type Setup: Send + Sync + 'static;
+    /// What a worker's loops share.
+    type Lanes;
+    /// One loop's way to the server: a connection of its own, or a place on
+    /// one shared with other loops.
+    type Way;
+
+    /// The run's request, encoded for this protocol.
+    fn encode(request: &Request<'_>, transport: &Transport) -> Result<Self::Request, EngineError>;
+    /// The run-wide setup, from the protocol settled on.
+    fn setup(settled: &Settled) -> Result<Self::Setup, EngineError>;
+    /// What a worker's loops share, made once per worker (with its ring,
+    /// when its sockets are driven by io_uring).
+    fn lanes(shared: &Shared<Self>, ring: Option<&Rc<Ring>>) -> Self::Lanes;
+    /// A new loop's way to the server.
+    fn way(ctx: &WorkerCtx<Self>) -> Self::Way;
+    /// Opens the way's connection now if it has none, instead of at its
+    /// first request.
+    async fn connect(way: &mut Self::Way, ctx: &WorkerCtx<Self>) -> Result<(), RequestError>;
+    /// Sends the next request on a new connection.
+    fn new_connection(way: &mut Self::Way);
+    /// Sends a round and reads its responses, handing each response's
+    /// head to `answered` in order, each step bounded by `timer`; connects
+    /// first when there is no usable connection. A connection that failed,
+    /// that the server closes, or that keep-alive is off for is dropped.
+    /// On an error, returns how many requests of the round got no response.
+    async fn round_trip(
+        way: &mut Self::Way,
+        ctx: &WorkerCtx<Self>,
+        outgoing: Outgoing<'_, Self::Request>,
+        timer: Timer<'_>,
+        answered: impl FnMut(ResponseHead),
+    ) -> Result<(), Lost>;
+    /// Writes what the loops queued this turn (the frames of a connection
+    /// shared by several loops), once every ready loop has run, so that a
+    /// batch of requests is one write.
+    fn flush(_lanes: &Self::Lanes, _cx: &mut Context<'_>) {}
+}
+
 /// The worker's view of the run, borrowed by every connection loop.
-pub struct WorkerCtx {
-    pub shared: Arc<Shared>,
+pub struct WorkerCtx<W: Wire> {
+    pub shared: Arc<Shared<W>>,
     pub connector: Connector,
     pub recorder: RefCell<Recorder>,
     pub sink: BodySink,
@@ -31,124 +91,41 @@ pub struct WorkerCtx {
     pub iterations: std::cell::Cell<u64>,
     pub worker: usize,
     pub workers: usize,
-    /// What the worker's loops share per protocol.
-    pub lanes: Lanes,
+    /// What the worker's loops share for the run's protocol.
+    pub lanes: W::Lanes,
 }
 
-/// What a worker's loops share, per protocol.
-pub enum Lanes {
-    /// Each loop owns its connection; the loops share the last response
-    /// head read.
-    Http1(KnownHead),
-    Http2 {
-        /// The connection group new loops join until it is full.
-        home: RefCell<Option<Rc<Home>>>,
-        /// Connections with frames to write, flushed once every ready loop
-        /// has run (so a batch of requests is one write).
-        outbox: Rc<Outbox>,
+impl<W: Wire> WorkerCtx<W> {
+    /// Writes what the loops queued this turn (see [`Wire::flush`]).
+    pub(super) fn flush(&self, cx: &mut Context<'_>) {
+        W::flush(&self.lanes, cx);
+    }
+}
+
+/// What a round sends.
+pub enum Outgoing<'a, R> {
+    /// `count` of the run's one request, encoded before the run; over
+    /// HTTP/1.1 they go out pipelined in one write.
+    Fixed { request: &'a R, count: u32 },
+    /// A plan's request, rendered for this send, and where its response's
+    /// headers and body go; the protocol encodes it for each send.
+    Rendered {
+        request: &'a Request<'a>,
+        capture: &'a mut Capture,
     },
-    /// As HTTP/2's, and how the worker opens QUIC connections.
-    Http3 {
-        home: RefCell<Option<Rc<http3::Home>>>,
-        outbox: Rc<Outbox>,
-        dialer: http3::Dialer,
-    },
 }
 
-impl Lanes {
-    /// The shared parts of the run's protocol.
-    pub fn of(shared: &Shared, ring: Option<&Rc<Ring>>) -> Lanes {
-        match &shared.prepared {
-            super::Prepared::Http1(_) => Lanes::Http1(KnownHead::default()),
-            super::Prepared::Http2(_) => Lanes::Http2 {
-                home: RefCell::new(None),
-                outbox: Rc::new(outbox_for(shared)),
-            },
-            super::Prepared::Http3 { quic, .. } => Lanes::Http3 {
-                home: RefCell::new(None),
-                outbox: Rc::new(outbox_for(shared)),
-                dialer: http3::Dialer::new(
-                    shared.target.addrs.clone(),
-                    quic.clone(),
-                    shared.tls.as_ref().map(|t| t.server_name()).unwrap_or_default(),
-                    shared.transport.connect_timeout,
-                    ring.cloned(),
-                ),
-            },
-        }
-    }
-}
-
-/// The worker's outbox: one whose connections send in rounds with
-/// `--coalesce`.
-fn outbox_for(shared: &Shared) -> Outbox {
-    match shared.transport.coalesce {
-        true => Outbox::coalescing(),
-        false => Outbox::default(),
-    }
-}
-
-impl WorkerCtx {
-    /// The last HTTP/1.1 response head the worker read.
-    pub(super) fn known_head(&self) -> &KnownHead {
-        let Lanes::Http1(known) = &self.lanes else {
-            unreachable!("HTTP/1.1 responses only in an HTTP/1.1 run")
-        };
-        known
-    }
-
-    /// A lane on the newest HTTP/2 connection group, or on a new group.
-    pub(super) fn next_lane(&self) -> Lane {
-        let Lanes::Http2 { home, outbox } = &self.lanes else {
-            unreachable!("HTTP/2 lanes only in an HTTP/2 run")
-        };
-        let mut home = home.borrow_mut();
-        if let Some(lane) = home.as_ref().and_then(Lane::of) {
-            return lane;
-        }
-        let fresh = Home::new(self.shared.transport.streams, outbox.clone());
-        let lane = Lane::of(&fresh).expect("a new group has free lanes");
-        *home = Some(fresh);
-        lane
-    }
-
-    /// A lane on the newest HTTP/3 connection group, or on a new group.
-    pub(super) fn next_h3_lane(&self) -> http3::Lane {
-        let Lanes::Http3 { home, outbox, .. } = &self.lanes else {
-            unreachable!("HTTP/3 lanes only in an HTTP/3 run")
-        };
-        let mut home = home.borrow_mut();
-        if let Some(lane) = home.as_ref().and_then(http3::Lane::of) {
-            return lane;
-        }
-        let fresh = http3::Home::new(self.shared.transport.streams, outbox.clone());
-        let lane = http3::Lane::of(&fresh).expect("a new group has free lanes");
-        *home = Some(fresh);
-        lane
-    }
-
-    /// How the worker opens QUIC connections (in an HTTP/3 run).
-    pub(super) fn dialer(&self) -> &http3::Dialer {
-        let Lanes::Http3 { dialer, .. } = &self.lanes else {
-            unreachable!("a dialer only in an HTTP/3 run")
-        };
-        dialer
-    }
-
-    /// Writes the frames (HTTP/2) or datagrams (HTTP/3) the loops queued
-    /// this turn.
-    pub(super) fn flush_frames(&self, cx: &mut std::task::Context<'_>) {
-        match &self.lanes {
-            Lanes::Http2 { outbox, .. } | Lanes::Http3 { outbox, .. } => outbox.flush(cx),
-            Lanes::Http1(_) => {}
-        }
-    }
+/// Requests of a round that got no response, and why.
+#[derive(Debug)]
+pub struct Lost {
+    pub err: RequestError,
+    pub count: u32,
 }
 
 /// Records one answered request, received when its head says or else
 /// now; returns the instant read.
-pub(super) fn record_response(
-    ctx: &WorkerCtx,
+pub(super) fn record_response<W: Wire>(
+    ctx: &WorkerCtx<W>,
     ticket: Ticket,
     sent_at: Instant,
     head: ResponseHead,
@@ -190,7 +167,13 @@ fn latency_and_service(intended: Instant, sent_at: Instant, now: Instant) -> (u6
 }
 
 /// Records `count` requests failed with `err`, keeping it as an example.
-pub(super) fn fail(ctx: &WorkerCtx, err: &RequestError, ticket: Ticket, sent_at: Instant, count: u32) {
+pub(super) fn fail<W: Wire>(
+    ctx: &WorkerCtx<W>,
+    err: &RequestError,
+    ticket: Ticket,
+    sent_at: Instant,
+    count: u32,
+) {
     let now = Instant::now();
     let mut recorder = ctx.recorder.borrow_mut();
     if recorder.wants_example(err.kind) {
@@ -208,7 +191,7 @@ pub(super) fn fail(ctx: &WorkerCtx, err: &RequestError, ticket: Ticket, sent_at:
     }
 }
 
-pub(super) fn classify(ctx: &WorkerCtx, status: u16) -> Outcome {
+pub(super) fn classify<W: Wire>(ctx: &WorkerCtx<W>, status: u16) -> Outcome {
     if ctx.shared.success.contains(status) {
         return Outcome::Ok { status };
     }

@@ -1,6 +1,6 @@
 //! The scenario driver: one iteration of a plan on one connection.
 //!
-//! It is the request loop's other protocol driver: where a plain run sends
+//! It is the request loop's other workload: where a plain run sends
 //! the same pre-built bytes, an iteration walks the plan's steps and sends
 //! each request as the scenario's [`IterationState`] renders it (with the
 //! iteration's variables, items and cookies), then records each response
@@ -9,8 +9,8 @@
 //! recording. A failed request ends the iteration (later steps depend on
 //! it); a failed assertion is counted and the iteration goes on.
 
-use super::driver::{Driver, Outgoing};
-use super::exchange::{WorkerCtx, classify, micros_between};
+use super::driver::Driver;
+use super::exchange::{Outgoing, Wire, WorkerCtx, classify, micros_between};
 use super::feed::Ticket;
 use crate::request::Request;
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
@@ -19,9 +19,9 @@ use crate::scenario::{RequestStep, Scenario, Step, StepKind};
 use std::time::Instant;
 
 /// One iteration's walk through its steps on one connection.
-struct Walk<'a> {
-    ctx: &'a WorkerCtx,
-    driver: &'a mut Driver,
+struct Walk<'a, W: Wire> {
+    ctx: &'a WorkerCtx<W>,
+    driver: &'a mut Driver<W>,
     state: &'a mut IterationState,
     /// The open model's intended start, until the first request takes it.
     intended: Option<Instant>,
@@ -29,9 +29,9 @@ struct Walk<'a> {
 
 /// Runs one iteration of `scenario` through the loop's driver, with the
 /// state `kept` from the connection's previous iteration (none at first).
-pub async fn run(
-    ctx: &WorkerCtx,
-    driver: &mut Driver,
+pub async fn run<W: Wire>(
+    ctx: &WorkerCtx<W>,
+    driver: &mut Driver<W>,
     kept: &mut Option<Box<IterationState>>,
     ticket: Ticket,
     scenario: &Scenario,
@@ -98,7 +98,7 @@ pub async fn run(
     *kept = Some(state);
 }
 
-impl Walk<'_> {
+impl<W: Wire> Walk<'_, W> {
     /// Records a failed step (and notes its example).
     fn fail(&self, stat: usize, err: &RequestError, from: Instant) {
         let mut recorder = self.ctx.recorder.borrow_mut();

@@ -19,21 +19,24 @@
 //! recording and the yield every few requests are those of the general
 //! loop.
 
+use super::Shared;
 use super::driver::Driver;
-use super::exchange::{WorkerCtx, fail, record_response};
+use super::exchange::{Wire, WorkerCtx, fail, record_response};
 use super::feed::{ClosedFeed, Feed, Ticket, YIELD_EVERY};
-use super::{Prepared, Shared};
+use super::h1::H1;
 use crate::http1::RequestBytes;
+use crate::net::Stream;
 use crate::response::ResponseHead;
 use crate::sample::RequestError;
-use std::task::{Context, Poll};
+use std::convert::Infallible;
+use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 /// What the run must be for its requests to take the fast path: the
 /// closed model without a connection ramp, the run's own HTTP/1.1 request
 /// (no plan) without pipelining, keep-alive, plain HTTP on the worker's
 /// ring.
-pub(super) fn applies(ctx: &WorkerCtx, feed: &Feed) -> bool {
+pub(super) fn applies(ctx: &WorkerCtx<H1>, feed: &Feed) -> bool {
     let unpipelined = matches!(feed, Feed::Closed(closed) if closed.pipeline == 1);
     unpipelined && settings_fit(&ctx.shared) && steady_on_a_ring(ctx, feed)
 }
@@ -41,23 +44,23 @@ pub(super) fn applies(ctx: &WorkerCtx, feed: &Feed) -> bool {
 /// Whether a phase of `feed` is the closed model without a connection
 /// ramp, on the worker's ring: every connection open from the start, each
 /// with its next request as soon as its last is answered.
-pub(super) fn steady_on_a_ring(ctx: &WorkerCtx, feed: &Feed) -> bool {
+pub(super) fn steady_on_a_ring<W: Wire>(ctx: &WorkerCtx<W>, feed: &Feed) -> bool {
     matches!(feed, Feed::Closed(closed) if closed.ramp.is_none()) && ctx.connector.ring().is_some()
 }
 
 /// Whether the run's settings let its requests take the fast path (the
 /// phase's feed and the worker's ring decide the rest).
-pub(super) fn settings_fit(shared: &Shared) -> bool {
-    !shared.open_model
+pub(super) fn settings_fit(shared: &Shared<H1>) -> bool {
+    !shared.model.is_open()
         && shared.transport.pipeline == 1
-        && shared.scenario.is_none()
-        && matches!(shared.prepared, Prepared::Http1(_))
+        && shared.workload.fixed().is_some()
         && shared.transport.keepalive
         && shared.tls.is_none()
 }
 
-/// Why [`Rounds::poll`] handed control back to the loop.
-pub(super) enum Exit {
+/// Why a fast path's poll handed control back to the loop; `U` is what a
+/// request left unfinished carries, where a fast path leaves any.
+pub(super) enum Exit<U = Infallible> {
     /// The phase's budget is spent.
     Dry,
     /// `YIELD_EVERY` requests went by: the runtime gets a turn.
@@ -65,17 +68,17 @@ pub(super) enum Exit {
     /// A ticket the fast path cannot send (see the module's doc); nothing
     /// of it was sent.
     General(Ticket),
-    /// A ticket whose request went out but whose response is not one the
-    /// fast path reads: the driver's general reader finishes it.
-    Unfinished(Ticket),
+    /// A request that went out but whose response is not one the fast
+    /// path reads: the connection's general reader finishes it.
+    Unfinished(U),
 }
 
 /// The fast path's state between polls: the request on the wire, if any,
 /// and the requests since the last yield.
-pub(super) struct Rounds<'a> {
-    ctx: &'a WorkerCtx,
-    driver: &'a mut Driver,
-    feed: &'a Feed,
+struct Rounds<'a> {
+    ctx: &'a WorkerCtx<H1>,
+    driver: &'a mut Driver<H1>,
+    feed: &'a ClosedFeed,
     request: &'a RequestBytes,
     in_flight: Option<Ticket>,
     /// Whether the request in flight has waited for its answer before.
@@ -87,10 +90,12 @@ pub(super) struct Rounds<'a> {
 }
 
 impl<'a> Rounds<'a> {
-    pub(super) fn new(ctx: &'a WorkerCtx, driver: &'a mut Driver, feed: &'a Feed) -> Rounds<'a> {
-        let Prepared::Http1(request) = &ctx.shared.prepared else {
-            unreachable!("the fast path runs only the run's HTTP/1.1 request")
-        };
+    fn new(
+        ctx: &'a WorkerCtx<H1>,
+        driver: &'a mut Driver<H1>,
+        feed: &'a ClosedFeed,
+        request: &'a RequestBytes,
+    ) -> Rounds<'a> {
         driver.resume();
         Rounds {
             ctx,
@@ -106,15 +111,12 @@ impl<'a> Rounds<'a> {
 
     /// Sends, reads and records requests until one needs the general path,
     /// the budget is spent or it is time to yield.
-    pub(super) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Exit> {
-        let Feed::Closed(closed) = self.feed else {
-            unreachable!("the fast path runs only the closed model")
-        };
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Exit<Ticket>> {
         loop {
             let ticket = match self.in_flight {
                 Some(ticket) => ticket,
                 None => {
-                    let ticket = match take_ticket(closed, &mut self.since_yield, &mut self.answered_at) {
+                    let ticket = match take_ticket(self.feed, &mut self.since_yield, &mut self.answered_at) {
                         Ok(ticket) => ticket,
                         Err(exit) => return Poll::Ready(exit),
                     };
@@ -155,11 +157,11 @@ impl<'a> Rounds<'a> {
 /// send time too. Right after an answer (`answered_at`) that moment is
 /// when the answer was read (the request goes out with the turn's other
 /// sends, later than either).
-pub(super) fn take_ticket(
+pub(super) fn take_ticket<U>(
     closed: &ClosedFeed,
     since_yield: &mut u32,
     answered_at: &mut Option<Instant>,
-) -> Result<Ticket, Exit> {
+) -> Result<Ticket, Exit<U>> {
     if *since_yield >= YIELD_EVERY {
         *since_yield = 0;
         return Err(Exit::Yield);
@@ -179,8 +181,8 @@ pub(super) fn take_ticket(
 /// `answered_at`, the next request's send time) or its error. A request
 /// that ended with no response read, `Ok(None)`, is handed back: it needs
 /// the general path.
-pub(super) fn settle(
-    ctx: &WorkerCtx,
+pub(super) fn settle<W: Wire>(
+    ctx: &WorkerCtx<W>,
     ticket: Ticket,
     end: Result<Option<ResponseHead>, RequestError>,
     answered_at: &mut Option<Instant>,
@@ -194,25 +196,22 @@ pub(super) fn settle(
 }
 
 /// A request's deadline: the request timeout from its send.
-pub(super) fn deadline(ctx: &WorkerCtx, ticket: Ticket) -> tokio::time::Instant {
+pub(super) fn deadline<W: Wire>(ctx: &WorkerCtx<W>, ticket: Ticket) -> tokio::time::Instant {
     (ticket.intended + ctx.shared.transport.timeout).into()
 }
 
 /// Runs a loop's requests on the fast path until the phase's budget is
 /// spent, handing each request it cannot take to the general path.
 pub(super) async fn run(
-    ctx: &WorkerCtx,
-    driver: &mut Driver,
-    feed: &Feed,
-    mut general: impl AsyncFnMut(&mut Driver, Ticket),
+    ctx: &WorkerCtx<H1>,
+    driver: &mut Driver<H1>,
+    feed: &ClosedFeed,
+    request: &RequestBytes,
+    mut general: impl AsyncFnMut(&mut Driver<H1>, Ticket),
 ) {
-    let is_head = match &ctx.shared.prepared {
-        Prepared::Http1(request) => request.is_head,
-        _ => unreachable!("the fast path runs only the run's HTTP/1.1 request"),
-    };
     loop {
         let exit = {
-            let mut rounds = Rounds::new(ctx, driver, feed);
+            let mut rounds = Rounds::new(ctx, driver, feed, request);
             std::future::poll_fn(|cx| rounds.poll(cx)).await
         };
         match exit {
@@ -220,7 +219,7 @@ pub(super) async fn run(
             Exit::Yield => tokio::task::yield_now().await,
             Exit::General(ticket) => general(driver, ticket).await,
             Exit::Unfinished(ticket) => {
-                let round = driver.finish_lean(ctx, is_head, deadline(ctx, ticket), |head| {
+                let round = driver.finish_lean(ctx, request.is_head, deadline(ctx, ticket), |head| {
                     record_response(ctx, ticket, ticket.intended, head);
                 });
                 if let Err(lost) = round.await {
@@ -228,5 +227,108 @@ pub(super) async fn run(
                 }
             }
         }
+    }
+}
+
+/// The fast path's steps on the loop's connection: the run's own request
+/// queued and its response read by plain polls, with the loop's deadline
+/// and connection handling as in the general round trip.
+impl Driver<H1> {
+    /// Sends one `request` (kept, or queued) at `now` with `deadline`, on
+    /// the loop's connection when it is open, idle, plain on the worker's
+    /// ring and its send queue has room; otherwise `false`, with nothing
+    /// sent.
+    fn lean_send(
+        &mut self,
+        request: &RequestBytes,
+        now: tokio::time::Instant,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        let socket = &mut self.way.socket;
+        if socket.busy {
+            return false;
+        }
+        let Some(ring) = socket.stream.as_mut().and_then(Stream::ring_socket) else {
+            return false;
+        };
+        // From the run's own bytes, with no completion to reap: a loop on
+        // the fast path sends its next request only once this one is
+        // answered.
+        if !ring.send_kept(&request.bytes, request.single) && !ring.queue_whole(request.repeat_slice(1)) {
+            return false;
+        }
+        socket.busy = true;
+        self.timer.arm_lazily(now, deadline);
+        true
+    }
+
+    /// The response to what [`Self::lean_send`] queued: `Ready(Ok(None))`
+    /// when it is not one the reader's `poll_whole_response` reads, for
+    /// [`Self::finish_lean`] to read instead. A connection that failed,
+    /// timed out or is closed by the server is dropped. `waited` is as in
+    /// [`super::deadline::LoopTimer::poll_expired`].
+    fn poll_lean_answer(
+        &mut self,
+        ctx: &WorkerCtx<H1>,
+        cx: &mut Context<'_>,
+        is_head: bool,
+        deadline: tokio::time::Instant,
+        waited: &mut bool,
+    ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
+        let socket = &mut self.way.socket;
+        let stream = socket.stream.as_mut().expect("open since lean_send");
+        let known = &ctx.lanes;
+        // Read where the kernel put it when it came whole in the ring's
+        // buffer: no copy into the connection's own.
+        let reader = &socket.reader;
+        let mut ring = stream.ring_socket();
+        let in_place = ring.as_mut().and_then(|ring| {
+            ring.take_in_place(
+                |bytes| match reader.whole_response_in_place(bytes, is_head, known) {
+                    Some(head) => (head.bytes as usize, Some(head)),
+                    None => (0, None),
+                },
+            )
+        });
+        let read = match in_place {
+            Some(Some(head)) => Poll::Ready(Ok(Some(head))),
+            // Nothing has come, and no part of a response before: wait with
+            // no read (so it always is right after a request is queued, as
+            // it goes out only at the end of the turn).
+            None if reader.holds_nothing() && ring.is_some_and(|ring| ring.nothing_received(cx)) => {
+                Poll::Pending
+            }
+            _ => socket.reader.poll_whole_response(stream, cx, is_head, known),
+        };
+        let Poll::Ready(mut read) = read else {
+            let timeout = ctx.shared.transport.timeout;
+            let err = ready!(self.timer.poll_expired(cx, deadline, timeout, waited));
+            self.way.socket.stream = None;
+            return Poll::Ready(Err(err));
+        };
+        if let Ok(Some(head)) = &mut read {
+            head.received_at = socket.stream.as_ref().and_then(Stream::received_at);
+        }
+        match &read {
+            Ok(Some(head)) if !head.close => socket.busy = false,
+            Ok(None) => {}
+            _ => socket.stream = None,
+        }
+        Poll::Ready(read)
+    }
+
+    /// Reads, the general way, the response [`Self::poll_lean_answer`]
+    /// left, by the deadline [`Self::lean_send`] set.
+    async fn finish_lean(
+        &mut self,
+        ctx: &WorkerCtx<H1>,
+        is_head: bool,
+        deadline: tokio::time::Instant,
+        answered: impl FnMut(ResponseHead),
+    ) -> Result<(), super::exchange::Lost> {
+        let timer = self.timer.for_request(deadline, ctx.shared.transport.timeout);
+        self.way
+            .read_round(ctx, timer, 1, is_head, None, None, answered)
+            .await
     }
 }

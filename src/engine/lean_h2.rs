@@ -19,33 +19,46 @@
 //! server refused. Timeouts, the recording and the yield every few requests
 //! are those of the general loop.
 
-use super::Prepared;
+use super::Shared;
 use super::driver::Driver;
 use super::exchange::WorkerCtx;
-use super::feed::{Feed, Ticket};
+use super::feed::{ClosedFeed, Feed, Ticket};
 use super::lean_h1::{Exit, deadline, settle, take_ticket};
-use crate::http2::{H2Request, Started};
+use super::multiplexed::H2;
+use crate::http2::{H2Request, StartAtOnce, Started};
+use crate::response::ResponseHead;
+use crate::sample::RequestError;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 /// What the run must be for its requests to take the fast path: the
 /// closed model without a connection ramp, the run's own HTTP/2 request
 /// (no plan) on kept-alive connections. (HTTP/2 takes no `--pipeline`.)
-pub(super) fn applies(ctx: &WorkerCtx, feed: &Feed) -> bool {
+pub(super) fn applies(ctx: &WorkerCtx<H2>, feed: &Feed) -> bool {
     let shared = &ctx.shared;
     matches!(feed, Feed::Closed(closed) if closed.ramp.is_none())
-        && !shared.open_model
-        && shared.scenario.is_none()
-        && matches!(shared.prepared, Prepared::Http2(_))
+        && !shared.model.is_open()
+        && shared.workload.fixed().is_some()
         && shared.transport.keepalive
+}
+
+/// Whether the run is plain HTTP/2 of the run's own request in the closed
+/// model, each connection's responses read only by its stamped socket
+/// (which lets the worker's ring wait for batches of completions).
+pub(super) fn reads_stamped_sockets(shared: &Shared<H2>) -> bool {
+    !shared.model.is_open()
+        && shared.workload.fixed().is_some()
+        && shared.transport.keepalive
+        && !shared.transport.coalesce
+        && shared.tls.is_none()
 }
 
 /// The fast path's state between polls: the stream in flight, if any, and
 /// the requests since the last yield.
 struct Streams<'a> {
-    ctx: &'a WorkerCtx,
-    driver: &'a mut Driver,
-    feed: &'a Feed,
+    ctx: &'a WorkerCtx<H2>,
+    driver: &'a mut Driver<H2>,
+    feed: &'a ClosedFeed,
     request: &'a H2Request,
     /// Dropped with the fast path (the run's end) while it runs, the
     /// stream is cancelled on the server.
@@ -59,10 +72,12 @@ struct Streams<'a> {
 }
 
 impl<'a> Streams<'a> {
-    fn new(ctx: &'a WorkerCtx, driver: &'a mut Driver, feed: &'a Feed) -> Streams<'a> {
-        let Prepared::Http2(request) = &ctx.shared.prepared else {
-            unreachable!("the HTTP/2 fast path runs only the run's HTTP/2 request")
-        };
+    fn new(
+        ctx: &'a WorkerCtx<H2>,
+        driver: &'a mut Driver<H2>,
+        feed: &'a ClosedFeed,
+        request: &'a H2Request,
+    ) -> Streams<'a> {
         driver.resume();
         Streams {
             ctx,
@@ -79,14 +94,11 @@ impl<'a> Streams<'a> {
     /// Starts, waits on and records streams until one needs the general
     /// path, the budget is spent or it is time to yield.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Exit> {
-        let Feed::Closed(closed) = self.feed else {
-            unreachable!("the fast path runs only the closed model")
-        };
         loop {
             let (ticket, started) = match &mut self.in_flight {
                 Some((ticket, started)) => (*ticket, started),
                 None => {
-                    let ticket = match take_ticket(closed, &mut self.since_yield, &mut self.answered_at) {
+                    let ticket = match take_ticket(self.feed, &mut self.since_yield, &mut self.answered_at) {
                         Ok(ticket) => ticket,
                         Err(exit) => return Poll::Ready(exit),
                     };
@@ -123,21 +135,66 @@ impl<'a> Streams<'a> {
 /// Runs a lane's requests on the fast path until the phase's budget is
 /// spent, handing each request it cannot take to the general path.
 pub(super) async fn run(
-    ctx: &WorkerCtx,
-    driver: &mut Driver,
-    feed: &Feed,
-    mut general: impl AsyncFnMut(&mut Driver, Ticket),
+    ctx: &WorkerCtx<H2>,
+    driver: &mut Driver<H2>,
+    feed: &ClosedFeed,
+    request: &H2Request,
+    mut general: impl AsyncFnMut(&mut Driver<H2>, Ticket),
 ) {
     loop {
         let exit = {
-            let mut streams = Streams::new(ctx, driver, feed);
+            let mut streams = Streams::new(ctx, driver, feed, request);
             std::future::poll_fn(|cx| streams.poll(cx)).await
         };
         match exit {
             Exit::Dry => return,
             Exit::Yield => tokio::task::yield_now().await,
             Exit::General(ticket) => general(driver, ticket).await,
-            Exit::Unfinished(_) => unreachable!("every stream's end is read on the fast path"),
+            Exit::Unfinished(never) => match never {},
+        }
+    }
+}
+
+/// The fast path's steps on the lane's connection: the run's own request
+/// started and its stream waited on by plain polls, with the loop's
+/// deadline as in the general round trip.
+impl Driver<H2> {
+    /// Starts the run's own `request` at `now` with `deadline` when the
+    /// lane's connection is open and has room for the stream (see
+    /// [`StartAtOnce::start_at_once`]); otherwise `None`, with nothing sent.
+    fn lean_stream(
+        &mut self,
+        request: &H2Request,
+        now: tokio::time::Instant,
+        deadline: tokio::time::Instant,
+        cx: &mut Context<'_>,
+    ) -> Option<Started> {
+        let started = self.way.start_at_once(request, cx)?;
+        // As over HTTP/1.1: an armed timer is moved on only when it fires.
+        self.timer.arm_lazily(now, deadline);
+        Some(started)
+    }
+
+    /// The end of what [`Self::lean_stream`] started: its response head,
+    /// `Ok(None)` when the server refused the stream (the general path
+    /// sends it again), or its error; a timeout once `deadline` has passed,
+    /// after which dropping `started` cancels the stream. `waited` is as in
+    /// [`super::deadline::LoopTimer::poll_expired`].
+    fn poll_lean_stream(
+        &mut self,
+        ctx: &WorkerCtx<H2>,
+        started: &mut Started,
+        body: &[u8],
+        cx: &mut Context<'_>,
+        deadline: tokio::time::Instant,
+        waited: &mut bool,
+    ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
+        match started.poll_end(body, cx) {
+            Poll::Pending => {
+                let timeout = ctx.shared.transport.timeout;
+                self.timer.poll_expired(cx, deadline, timeout, waited).map(Err)
+            }
+            end => end,
         }
     }
 }

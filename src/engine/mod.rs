@@ -1,43 +1,55 @@
-//! Runs one target of a plan: starts the workers, merges what they report,
-//! and returns the measured totals and series.
+//! Runs one target of a plan: settles its protocol, starts the workers,
+//! merges what they report, and returns the measured totals and series.
+//!
+//! The run goes in stages, each its own: [`protocol::settle`] picks the
+//! protocol once, and with it the [`Wire`] every worker is built for
+//! (nothing on the request path asks again); [`Shared`] holds what the
+//! workers share, the [`Workload`] among it; [`spawn`] starts the workers
+//! with their share of the plan; [`collect`] merges their intervals while
+//! the run lasts; the end joins them and hands back a [`RunResult`].
 //!
 //! The caller watches the run through an [`Observer`] (the live view and the
 //! per-interval log); the engine itself prints nothing.
 
 mod batching;
 pub mod budget;
+mod collect;
 pub mod connection;
+mod deadline;
 pub mod driver;
 pub mod exchange;
+mod fast_path;
 pub mod feed;
+mod h1;
 pub mod iteration;
 mod lean_h1;
 mod lean_h2;
+mod multiplexed;
 pub mod protocol;
 mod race;
+mod spawn;
 pub mod timer;
 pub mod worker;
 
-use crate::collector::{Collector, FinishedRow, SeriesRow};
-use crate::http1::RequestBytes;
-use crate::http2::H2Request;
-use crate::http3::H3Request;
-use crate::plan::{Plan, StatusSet, Warmup, share};
+use crate::collector::{Collector, SeriesRow};
+use crate::plan::{Plan, StatusSet};
 use crate::recorder::Snapshot;
 use crate::request::{Fields, Overrides, Request};
+use crate::scenario::Scenario;
 use crate::shape::LoadProfile;
 use crate::sys::CpuTime;
 use crate::target::Target;
 use crate::tls::TlsSetup;
-use budget::Limit;
-pub use protocol::{Prepared, Protocol};
-use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::mpsc::{Receiver, Sender};
+use collect::{Collected, Collecting};
+use exchange::Wire;
+use fast_path::FastPath;
+pub use protocol::Protocol;
+use protocol::Settled;
+use spawn::Workers;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use worker::WorkerSpec;
 
 /// Why a run could not happen at all (as opposed to requests failing).
 #[derive(Debug, Error)]
@@ -88,6 +100,11 @@ pub enum LoadModel {
 }
 
 impl LoadModel {
+    /// Whether requests have intended send times (the open model).
+    pub fn is_open(&self) -> bool {
+        matches!(self, LoadModel::Open { .. })
+    }
+
     /// The load profile of the whole run, for the per-interval log.
     pub fn profile(&self, connections: usize) -> LoadProfile {
         match self {
@@ -114,22 +131,49 @@ impl LoadModel {
     }
 }
 
+/// What a run's requests are: the kind of exchange its loops make.
+pub enum Workload<R> {
+    /// The run's one request, encoded once before the run as its protocol
+    /// sends it: what the fast paths send.
+    Fixed(R),
+    /// A plan file's flow: each iteration walks its steps, each request
+    /// rendered for its send.
+    Flow(Arc<Scenario>),
+    // A script's virtual user is a third kind: a program that makes its
+    // own requests, whose loop the script drives.
+}
+
+impl<R> Workload<R> {
+    /// The run's one request, where the workload is one.
+    pub fn fixed(&self) -> Option<&R> {
+        match self {
+            Workload::Fixed(request) => Some(request),
+            Workload::Flow(_) => None,
+        }
+    }
+
+    /// How many steps' statistics the workload keeps besides the totals.
+    pub fn steps(&self) -> usize {
+        match self {
+            Workload::Fixed(_) => 0,
+            Workload::Flow(scenario) => scenario.stat_names.len(),
+        }
+    }
+}
+
 /// What every worker of a run shares, read-only.
-pub struct Shared {
+pub struct Shared<W: Wire> {
     pub target: Target,
-    /// The run's one request, as its protocol sends it (which also says
-    /// the protocol).
-    pub prepared: Prepared,
+    /// What the run's requests are.
+    pub workload: Workload<W::Request>,
+    /// What the protocol needs for the whole run besides its request.
+    pub setup: W::Setup,
     /// The plan's transport settings as they are: timeouts, keep-alive,
     /// pipelining, HTTP/2 streams per connection (request loops per
     /// connection; 1 for HTTP/1.1).
     pub transport: crate::plan::Transport,
     pub success: StatusSet,
     pub model: LoadModel,
-    /// A plan file's steps (`volley plan`); `None` sends `request`.
-    pub scenario: Option<Arc<crate::scenario::Scenario>>,
-    /// Whether requests have intended send times (the open model).
-    pub open_model: bool,
     pub tls: Option<TlsSetup>,
     pub interval: Duration,
     /// Set on Ctrl-C; workers poll it on a timer.
@@ -142,7 +186,42 @@ pub struct Shared {
     pub h3_offer: OnceLock<u16>,
 }
 
-impl Shared {
+impl<W: Wire> Shared<W> {
+    /// What the workers of `plan` against `target` share, in the protocol
+    /// `settled` on: the run's request encoded once, when it has one.
+    fn new(
+        plan: &Plan,
+        target: &Target,
+        settled: &Settled,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Self, EngineError> {
+        let workload = match &plan.request.scenario {
+            Some(scenario) => Workload::Flow(scenario.clone()),
+            None => {
+                let asked = &plan.request;
+                let fields = Fields::of(&asked.headers);
+                let overrides = Overrides::of(asked.headers.iter().map(|(name, _)| name.as_str()));
+                let path = target.path_and_query.as_bytes();
+                let request = Request::to(target, &asked.method, path, &fields, overrides, &asked.body);
+                Workload::Fixed(W::encode(&request, &plan.transport)?)
+            }
+        };
+        Ok(Shared {
+            target: target.clone(),
+            workload,
+            setup: W::setup(settled)?,
+            transport: plan.transport.clone(),
+            success: plan.request.success.clone(),
+            model: LoadModel::of(plan),
+            tls: settled.tls.clone(),
+            interval: plan.reporting.interval,
+            stop,
+            barrier: Barrier::new(plan.load.threads),
+            start: OnceLock::new(),
+            h3_offer: OnceLock::new(),
+        })
+    }
+
     /// Keeps the first HTTP/3 offer a response made: a read of a line no
     /// worker writes once it is set.
     fn offered_h3(&self, offer: Option<u16>) {
@@ -229,120 +308,6 @@ pub trait Observer: Send {
 pub struct Silent;
 impl Observer for Silent {}
 
-/// How often the collecting thread wakes to refresh the live view.
-const TICK: Duration = Duration::from_millis(250);
-
-/// Splits a phase's request count over workers in proportion to their
-/// connections, so the total stays exact.
-fn worker_limit(plan: &Plan, worker: usize, requests: Option<u64>, duration: Option<Duration>) -> Limit {
-    let requests = requests.map(|n| {
-        // Connections per worker differ by at most one; split requests the
-        // same way they split connections.
-        let mut before = 0u64;
-        for i in 0..worker {
-            before += plan.connections_of(i) as u64;
-        }
-        let mine = plan.connections_of(worker) as u64;
-        let total = plan.load.connections as u64;
-        let start = n * before / total;
-        let end = n * (before + mine) / total;
-        end - start
-    });
-    Limit { requests, duration }
-}
-
-/// Hands a newly finished row to the observer with its steps' rows, its
-/// full snapshot and the totals up to it.
-fn emit(finished: FinishedRow, observer: &mut dyn Observer) {
-    observer.row(finished.row, finished.steps);
-    observer.interval_snapshot(finished.snapshot, finished.total);
-}
-
-/// What the collecting thread is given: the workers' messages, where to
-/// send each worker its spare snapshots, how many warm-ups to wait for, and
-/// the measured start (for the live view's clock).
-struct Collecting<'a> {
-    rx: Receiver<WorkerMsg>,
-    spares: Vec<Sender<Snapshot>>,
-    warmups: usize,
-    start: &'a OnceLock<Instant>,
-}
-
-/// What the collecting thread gathered besides the collector itself.
-struct Collected {
-    warmup: Option<PhaseSummary>,
-    /// The longest worker's measured phase.
-    elapsed: Duration,
-    /// The workers' CPU time in the measured phase.
-    cpu: CpuTime,
-    /// A worker's report that it could not run.
-    failure: Option<String>,
-}
-
-impl Collecting<'_> {
-    /// Merges the workers' messages until every worker is done, feeding
-    /// `observer` each finished row and a few times a second the live view.
-    /// Each snapshot a worker sends is answered with an empty one for its
-    /// next swap (see [`Collector::spare`]).
-    fn collect(self, collector: &mut Collector, observer: &mut dyn Observer) -> Collected {
-        let mut warmup: Option<PhaseSummary> = None;
-        let mut warmups_left = self.warmups;
-        let mut elapsed = Duration::ZERO;
-        let mut cpu = CpuTime::default();
-        let mut failure = None;
-        loop {
-            match self.rx.recv_timeout(TICK) {
-                Ok(WorkerMsg::Warmup { snapshot, elapsed }) => {
-                    let phase = warmup.get_or_insert_with(|| PhaseSummary {
-                        snapshot: Snapshot::default(),
-                        elapsed,
-                    });
-                    phase.snapshot += &snapshot;
-                    phase.elapsed = phase.elapsed.max(elapsed);
-                    warmups_left -= 1;
-                    if warmups_left == 0 {
-                        observer.warmup_done(phase);
-                    }
-                }
-                Ok(WorkerMsg::Interval {
-                    worker,
-                    index,
-                    snapshot,
-                }) => {
-                    collector.interval(worker, index, snapshot, &mut |row| emit(row, observer));
-                    // A worker that has finished has dropped its receiver.
-                    let _ = self.spares[worker].send(collector.spare());
-                }
-                Ok(WorkerMsg::Finished {
-                    worker,
-                    index,
-                    snapshot,
-                    elapsed: worker_elapsed,
-                    cpu: worker_cpu,
-                }) => {
-                    elapsed = elapsed.max(worker_elapsed);
-                    cpu += worker_cpu;
-                    collector.finished(worker, index, snapshot, worker_elapsed, &mut |row| {
-                        emit(row, observer)
-                    });
-                }
-                Ok(WorkerMsg::Failed(message)) => failure = Some(message),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-            if let Some(start) = self.start.get() {
-                observer.tick(start.elapsed(), &collector.total, collector.series.last());
-            }
-        }
-        Collected {
-            warmup,
-            elapsed,
-            cpu,
-            failure,
-        }
-    }
-}
-
 /// Runs the plan against one target.
 pub fn run(
     plan: &Plan,
@@ -351,105 +316,43 @@ pub fn run(
     observer: &mut dyn Observer,
 ) -> Result<RunResult, EngineError> {
     let settled = protocol::settle(plan, target)?;
-    // The run's one request, encoded once for the protocol it speaks.
-    let asked = &plan.request;
-    let fields = Fields::of(&asked.headers);
-    let overrides = Overrides::of(asked.headers.iter().map(|(name, _)| name.as_str()));
-    let path = target.path_and_query.as_bytes();
-    let neutral = Request::to(target, &asked.method, path, &fields, overrides, &asked.body);
-    let prepared = match settled.protocol {
-        Protocol::Http1 => Prepared::Http1(
-            RequestBytes::encode(&neutral, plan.transport.keepalive).pipelined(plan.transport.pipeline),
-        ),
-        Protocol::Http2 => {
-            Prepared::Http2(H2Request::new(&neutral).map_err(|e| EngineError::Http2Request(e.message()))?)
-        }
-        Protocol::Http3 => {
-            let tls = settled.tls.as_ref().expect("HTTP/3 runs over TLS");
-            Prepared::Http3 {
-                request: H3Request::new(&neutral).map_err(|e| EngineError::Http3Request(e.message()))?,
-                quic: crate::http3::client_config(tls.client_config())
-                    .map_err(protocol::ProtocolError::Quic)?,
-            }
-        }
-    };
-    let threads = plan.load.threads;
-    let shared = Arc::new(Shared {
-        target: target.clone(),
-        prepared,
-        transport: plan.transport.clone(),
-        success: plan.request.success.clone(),
-        model: LoadModel::of(plan),
-        scenario: plan.request.scenario.clone(),
-        open_model: plan.load.rate.is_some(),
-        tls: settled.tls,
-        interval: plan.reporting.interval,
-        stop,
-        barrier: Barrier::new(threads),
-        start: OnceLock::new(),
-        h3_offer: OnceLock::new(),
-    });
-    let (tx, rx) = mpsc::channel();
-    let mut handles = Vec::with_capacity(threads);
-    // Each worker's empty snapshots for its swap once per interval: one up
-    // front, then one back from the collector for every one it sends.
-    let steps = plan.request.scenario.as_ref().map_or(0, |s| s.stat_names.len());
-    let mut spare_senders = Vec::with_capacity(threads);
-    for id in 0..threads {
-        let (spare_tx, spares) = mpsc::channel();
-        let _ = spare_tx.send(Snapshot::with_steps(steps));
-        spare_senders.push(spare_tx);
-        let warmup = plan.stop.warmup.map(|w| match w {
-            Warmup::Duration(d) => Limit {
-                requests: None,
-                duration: Some(d),
-            },
-            Warmup::Requests(n) => worker_limit(plan, id, Some(n), None),
-        });
-        let connections = plan.connections_of(id);
-        let extra = plan
-            .load
-            .max_connections
-            .map_or(0, |max| max.saturating_sub(plan.load.connections));
-        let spec = WorkerSpec {
-            id,
-            connections,
-            share: connections as f64 / plan.load.connections as f64,
-            // Workers stripe the shard's arrivals, shards the whole run's:
-            // worker w of shard I takes global arrivals (k*T + w)*N + I.
-            phase: (id as f64 + plan.shard.map_or(0.0, |s| s.phase())) / threads as f64,
-            workers: threads,
-            may_add: share(extra as u64, threads, id) as usize,
-            warmup,
-            measured: worker_limit(plan, id, plan.stop.requests, plan.stop.duration),
-        };
-        let (shared, tx) = (shared.clone(), tx.clone());
-        let handle = std::thread::Builder::new()
-            .name(format!("volley-worker-{id}"))
-            .spawn(move || worker::run(spec, shared, tx, spares))
-            .map_err(|e| EngineError::Thread("worker thread", e))?;
-        handles.push(handle);
+    // The one place that names each protocol: the rest of the run is built
+    // for the one settled on.
+    match settled.protocol {
+        Protocol::Http1 => run_on::<h1::H1>(plan, target, settled, stop, observer),
+        Protocol::Http2 => run_on::<multiplexed::H2>(plan, target, settled, stop, observer),
+        Protocol::Http3 => run_on::<multiplexed::H3>(plan, target, settled, stop, observer),
     }
-    drop(tx);
+}
 
+/// Runs the plan against one target over the protocol `W`.
+fn run_on<W: FastPath>(
+    plan: &Plan,
+    target: &Target,
+    settled: Settled,
+    stop: Arc<AtomicBool>,
+    observer: &mut dyn Observer,
+) -> Result<RunResult, EngineError> {
+    let shared = Arc::new(Shared::<W>::new(plan, target, &settled, stop)?);
+    let threads = plan.load.threads;
     let mut collector = Collector::new(
         threads,
         plan.reporting.interval,
         shared.model.profile(plan.load.connections),
     );
-    collector.open_model = shared.open_model;
+    collector.open_model = shared.model.is_open();
     collector.monitor = Some(crate::monitor::Monitor::new(plan.watch.monitor_pid)?);
-    let warmups = if plan.stop.warmup.is_some() { threads } else { 0 };
+    let Workers { handles, rx, spares } = Workers::spawn(plan, &shared)?;
     let collecting = Collecting {
         rx,
-        spares: spare_senders,
-        warmups,
+        spares,
+        warmups: if plan.stop.warmup.is_some() { threads } else { 0 },
         start: &shared.start,
     };
     // In the open model the collecting thread runs in the background, so
     // its per-interval work never takes a core from a worker and delays the
     // schedule (see `ThreadPriority`).
-    let priority = crate::sys::ThreadPriority::for_model(shared.open_model);
+    let priority = crate::sys::ThreadPriority::for_model(shared.model.is_open());
     let collected = std::thread::scope(|scope| {
         let observer = &mut *observer;
         std::thread::Builder::new()
@@ -474,7 +377,7 @@ pub fn run(
         Ok(Ok(done)) => done,
         not_collected => {
             // The workers stop at once; their figures have nowhere to go.
-            shared.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            shared.stop.store(true, Ordering::SeqCst);
             handles.into_iter().for_each(|handle| drop(handle.join()));
             return Err(match not_collected {
                 Err(err) => EngineError::Thread("the collecting thread", err),
@@ -490,7 +393,6 @@ pub fn run(
     if let Some(message) = failure {
         return Err(EngineError::Worker(message));
     }
-    let interrupted = shared.stop.load(std::sync::atomic::Ordering::Relaxed);
     Ok(RunResult {
         warmup,
         total: collector.total,
@@ -501,7 +403,7 @@ pub fn run(
         elapsed,
         cpu,
         threads,
-        interrupted,
+        interrupted: shared.stop.load(Ordering::Relaxed),
         protocol: settled.name,
         io: plan.transport.io.backend.name(),
         h3_offer: shared.h3_offer.get().copied(),
@@ -510,6 +412,7 @@ pub fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::spawn::worker_limit;
     use super::*;
 
     #[test]
@@ -533,9 +436,11 @@ mod tests {
 
     fn test_args() -> crate::cli::RunArgs {
         use clap::Parser;
-        match crate::cli::Cli::parse_from(["volley", "run", "http://127.0.0.1:9/"]).command {
-            crate::cli::Command::Run(args) => *args,
-            _ => unreachable!(),
-        }
+        let crate::cli::Command::Run(args) =
+            crate::cli::Cli::parse_from(["volley", "run", "http://127.0.0.1:9/"]).command
+        else {
+            panic!("`volley run` parses as the run command");
+        };
+        *args
     }
 }

@@ -66,8 +66,8 @@ pub enum ProtocolError {
     NeedsHttp2,
     #[error("--http3 needs an https:// URL: HTTP/3 runs over QUIC, which is always encrypted")]
     Http3NeedsHttps,
-    #[error("{0}")]
-    Quic(String),
+    #[error(transparent)]
+    Quic(#[from] crate::http3::NoQuic),
 }
 
 pub fn settle(plan: &Plan, target: &Target) -> Result<Settled, ProtocolError> {

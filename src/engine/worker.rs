@@ -9,7 +9,8 @@
 use super::batching;
 use super::budget::{Budget, Limit};
 use super::connection::{LoopSlot, drive, open_connections};
-use super::exchange::{Lanes, WorkerCtx};
+use super::exchange::WorkerCtx;
+use super::fast_path::FastPath;
 use super::feed::{ClosedFeed, Feed, OpenFeed};
 use super::race::{self, Job};
 use super::{LoadModel, Shared, WorkerMsg};
@@ -56,8 +57,8 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 const PRECONNECT_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Builds a phase's feed for this worker.
-fn feed_for(
-    shared: &Shared,
+fn feed_for<W: FastPath>(
+    shared: &Shared<W>,
     spec: &WorkerSpec,
     limit: &Limit,
     start: Instant,
@@ -97,7 +98,12 @@ fn feed_for(
 ///
 /// `spares` brings the empty snapshots the worker swaps in once per
 /// interval: recycled by the collector, so the swap allocates nothing here.
-pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares: Receiver<Snapshot>) {
+pub fn run<W: FastPath>(
+    spec: WorkerSpec,
+    shared: Arc<Shared<W>>,
+    tx: Sender<WorkerMsg>,
+    spares: Receiver<Snapshot>,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
@@ -129,12 +135,10 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
             ),
         }
     }
-    let lanes = Lanes::of(&shared, connector.ring());
+    let lanes = W::lanes(&shared, connector.ring());
     let ctx = WorkerCtx {
         connector,
-        recorder: RefCell::new(Recorder::with_steps(
-            shared.scenario.as_ref().map_or(0, |s| s.stat_names.len()),
-        )),
+        recorder: RefCell::new(Recorder::with_steps(shared.workload.steps())),
         sink: BodySink::default(),
         iterations: Cell::new(0),
         lanes,
@@ -144,8 +148,8 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
     };
     // One request loop per connection, or per HTTP/2 stream.
     let loops = spec.connections * ctx.shared.transport.streams;
-    let mut slots: Vec<LoopSlot> = (0..loops).map(|_| LoopSlot::default()).collect();
-    if ctx.shared.open_model {
+    let mut slots: Vec<LoopSlot<W>> = (0..loops).map(|_| LoopSlot::default()).collect();
+    if ctx.shared.model.is_open() {
         // The schedule starts at full rate: its connections must be open by
         // then (see `open_connections`).
         let within = ctx.shared.transport.connect_timeout.min(PRECONNECT_AT_MOST);
@@ -173,7 +177,7 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
                 stop_requested(&ctx).await;
                 Vec::new()
             });
-            race::first([loops as Job<'_, Vec<LoopSlot>>, pacer, stop]).await
+            race::first([loops as Job<'_, Vec<LoopSlot<W>>>, pacer, stop]).await
         });
         let snapshot = ctx.recorder.borrow_mut().take();
         let _ = tx.send(WorkerMsg::Warmup {
@@ -230,7 +234,11 @@ pub fn run(spec: WorkerSpec, shared: Arc<Shared>, tx: Sender<WorkerMsg>, spares:
 
 /// Runs a phase on the worker's runtime, and on its ring when its sockets
 /// are driven by io_uring.
-fn block_on<F: Future>(runtime: &tokio::runtime::Runtime, ctx: &WorkerCtx, work: F) -> F::Output {
+fn block_on<W: FastPath, F: Future>(
+    runtime: &tokio::runtime::Runtime,
+    ctx: &WorkerCtx<W>,
+    work: F,
+) -> F::Output {
     match ctx.connector.ring() {
         Some(ring) => runtime.block_on(ring.run(work)),
         None => runtime.block_on(work),
@@ -251,15 +259,15 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-async fn stop_requested(ctx: &WorkerCtx) {
+async fn stop_requested<W: FastPath>(ctx: &WorkerCtx<W>) {
     while !ctx.shared.stop.load(Ordering::Relaxed) {
         tokio::time::sleep(STOP_POLL).await;
     }
 }
 
 /// Hands the collector one snapshot per interval, on the run's clock.
-async fn tick(
-    ctx: &WorkerCtx,
+async fn tick<W: FastPath>(
+    ctx: &WorkerCtx<W>,
     worker: usize,
     start: Instant,
     next_index: &Cell<u64>,

@@ -23,8 +23,9 @@
 
 use super::frame;
 use super::group::Multiplexed;
-use super::machine::{FLUSH_ACKS_AT, Finished, Machine};
+use super::machine::{FLUSH_ACKS_AT, Machine};
 use super::outbox::{Outbox, Pending, Rounds, Seat, WriteOut};
+use super::outcome::Finished;
 use super::request::H2Request;
 use crate::net::Stream;
 use crate::response::Capture;

@@ -1,10 +1,12 @@
-//! Sharing HTTP/2 connections among a worker's request loops: a [`Lane`]
-//! is one loop's place in a [`Home`], the [`Group`] of loops that share a
-//! connection (see [`super::group`]), and its round trip.
+//! HTTP/2's side of the lanes a worker's request loops share (see
+//! [`super::group`], whose round trip both HTTP/2 and HTTP/3 use): how an
+//! HTTP/2 connection is opened ([`Dial`] over the worker's [`Connector`]),
+//! how a stream starts and ends on it ([`Streams`]), and the fast path's
+//! stream, started and waited on by plain polls ([`Started`]).
 
 use super::conn::Conn;
-use super::group::{Group, Multiplexed, Open};
-use super::machine::Failure;
+use super::group::{Dial, Group, Lane, Multiplexed, Streams};
+use super::outcome::{Failure, Finished};
 use super::request::H2Request;
 use crate::net::{Connector, Stream};
 use crate::recorder::Recorder;
@@ -13,157 +15,90 @@ use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::task::{Context, Poll};
-
-/// How often a refused stream (never processed by the server) is sent
-/// again on a new connection before it counts as failed.
-pub(crate) const RETRIES: usize = 3;
+use std::task::{Context, Poll, ready};
 
 /// The HTTP/2 connection a group of lanes shares.
 pub type Home = Group<Conn>;
 
-/// One request loop's place on a home's connections.
-pub struct Lane {
-    home: Rc<Home>,
-    index: usize,
-    /// A plan's requests, encoded for each send.
-    scratch: H2Request,
-}
+/// One request loop's place on a home's HTTP/2 connections.
+pub type H2Lane = Lane<Conn>;
 
-impl Lane {
-    /// The next free lane of `home`, or `None` when every lane is given out.
-    pub fn of(home: &Rc<Home>) -> Option<Lane> {
-        Some(Lane {
-            home: home.clone(),
-            index: home.take_lane()?,
-            scratch: H2Request::default(),
-        })
-    }
-
-    /// A connection that takes new streams: the group's, or a new one.
-    async fn connection(
+impl Dial<Conn> for Connector {
+    /// A TCP (or TLS) connection on which the server agreed to HTTP/2.
+    async fn dial(
         &self,
-        connector: &Connector,
+        home: &Home,
         recorder: &RefCell<Recorder>,
+        _early: bool,
     ) -> Result<Rc<Conn>, RequestError> {
-        let home = &self.home;
-        home.connection(async || {
-            let stream = connector.connect(recorder).await?;
-            if let Stream::Tls(tls) = &stream
-                && tls.get_ref().1.alpn_protocol() != Some(b"h2")
-            {
-                return Err(RequestError::new(
-                    ErrorKind::Protocol,
-                    ErrorDetail::Static("the server did not agree to HTTP/2 in the TLS handshake (ALPN)"),
-                ));
-            }
-            Ok(Conn::new(stream, home.lanes(), home.outbox().clone()))
-        })
-        .await
+        let stream = self.connect(recorder).await?;
+        if let Stream::Tls(tls) = &stream
+            && tls.get_ref().1.alpn_protocol() != Some(b"h2")
+        {
+            return Err(RequestError::new(
+                ErrorKind::Protocol,
+                ErrorDetail::Static("the server did not agree to HTTP/2 in the TLS handshake (ALPN)"),
+            ));
+        }
+        Ok(Conn::new(stream, home.lanes(), home.outbox().clone()))
     }
 }
 
-impl Lane {
-    /// Sends `request` and waits for its response; `capture` receives the
-    /// headers and body a plan asked for. Without keep-alive the connection
-    /// takes no further stream. New connections' handshakes go to `recorder`.
-    pub async fn round_trip(
+impl Streams for Conn {
+    type Request = H2Request;
+    const REFUSED: &'static str = "the server refused the HTTP/2 stream";
+
+    fn encode(into: &mut H2Request, request: &Request<'_>) -> Result<(), RequestError> {
+        into.encode(request)
+    }
+
+    fn poll_start(
         &self,
-        connector: &Connector,
-        recorder: &RefCell<Recorder>,
+        lane: usize,
         request: &H2Request,
-        mut capture: Option<&mut Capture>,
-        keepalive: bool,
-    ) -> Result<ResponseHead, RequestError> {
-        let mut refused = 0;
-        loop {
-            let conn = match self.home.open_current() {
-                Some(conn) => conn,
-                None => self.connection(connector, recorder).await?,
-            };
-            std::future::poll_fn(|cx| conn.poll_capacity(cx)).await;
-            if !conn.accepts_streams() {
-                continue;
-            }
-            conn.start(self.index, request, capture.as_deref_mut().map(std::mem::take));
-            let mut open = Open::new(&*conn, self.index);
-            let (result, lent) =
-                std::future::poll_fn(|cx| conn.poll_response(self.index, &request.body, cx)).await;
-            open.disarm();
-            if let (Some(capture), Some(lent)) = (capture.as_deref_mut(), lent) {
-                *capture = lent;
-            }
-            if !keepalive {
-                self.home.retire(&conn);
-            }
-            match result {
-                Ok(head) => return Ok(head),
-                Err(Failure::Error(err)) => return Err(err),
-                Err(Failure::Refused) if refused < RETRIES => refused += 1,
-                Err(Failure::Refused) => {
-                    return Err(RequestError::new(
-                        ErrorKind::Reset,
-                        ErrorDetail::Static("the server refused the HTTP/2 stream"),
-                    ));
-                }
-            }
+        capture: &mut Option<Capture>,
+        cx: &mut Context<'_>,
+    ) -> Poll<bool> {
+        ready!(self.poll_capacity(cx));
+        if !self.accepts_streams() {
+            return Poll::Ready(false);
         }
+        self.start(lane, request, capture.take());
+        Poll::Ready(true)
     }
 
-    /// Opens the group's connection now, if it has none, rather than at
-    /// the first stream.
-    pub async fn connect(
-        &self,
-        connector: &Connector,
-        recorder: &RefCell<Recorder>,
-    ) -> Result<(), RequestError> {
-        self.connection(connector, recorder).await.map(drop)
-    }
-
-    /// Moves this lane's group to a new connection for its next streams.
-    pub fn new_connection(&self) {
-        self.home.retire_current();
-    }
-
-    /// A plan's request, encoded for this send into the lane's own
-    /// buffers.
-    pub async fn round_trip_rendered(
-        &mut self,
-        connector: &Connector,
-        recorder: &RefCell<Recorder>,
-        request: &Request<'_>,
-        capture: Option<&mut Capture>,
-        keepalive: bool,
-    ) -> Result<ResponseHead, RequestError> {
-        self.scratch.encode(request)?;
-        self.round_trip(connector, recorder, &self.scratch, capture, keepalive)
-            .await
+    fn poll_response(&self, lane: usize, request: &H2Request, cx: &mut Context<'_>) -> Poll<Finished> {
+        Conn::poll_response(self, lane, &request.body, cx)
     }
 }
 
 /// The steps of the engine's HTTP/2 fast path: a stream started and waited
 /// on by plain polls, with nothing to await in between.
-impl Lane {
+pub trait StartAtOnce {
     /// Starts the run's own `request` on the group's current connection if
     /// it is open, takes new streams and has room for one more; otherwise
-    /// `None`, with nothing started (the round trip above then connects or
-    /// waits for room).
-    pub fn start_at_once(&self, request: &H2Request, cx: &mut Context<'_>) -> Option<Started> {
-        let conn = self.home.open_current()?;
+    /// `None`, with nothing started (the round trip then connects or waits
+    /// for room).
+    fn start_at_once(&self, request: &H2Request, cx: &mut Context<'_>) -> Option<Started>;
+}
+
+impl StartAtOnce for H2Lane {
+    fn start_at_once(&self, request: &H2Request, cx: &mut Context<'_>) -> Option<Started> {
+        let conn = self.home().open_current()?;
         if conn.poll_capacity(cx).is_pending() || !conn.accepts_streams() {
             return None;
         }
-        conn.start(self.index, request, None);
+        conn.start(self.index(), request, None);
         Some(Started {
             conn,
-            lane: self.index,
+            lane: self.index(),
             running: true,
         })
     }
 }
 
-/// A stream that [`Lane::start_at_once`] started, cancelled on the server
-/// if dropped before it ends (a timeout, or the run's end).
+/// A stream that [`StartAtOnce::start_at_once`] started, cancelled on the
+/// server if dropped before it ends (a timeout, or the run's end).
 pub struct Started {
     conn: Rc<Conn>,
     lane: usize,
@@ -173,14 +108,14 @@ pub struct Started {
 impl Started {
     /// Drives the connection until the stream ends: its response head, an
     /// error, or `Ok(None)` when the server refused the stream (never
-    /// processed it), for the round trip above to send again on another
-    /// connection. `body` is the request's.
+    /// processed it), for the round trip to send again. `body` is the
+    /// request's.
     pub fn poll_end(
         &mut self,
         body: &[u8],
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<ResponseHead>, RequestError>> {
-        let (result, _) = std::task::ready!(self.conn.poll_response(self.lane, body, cx));
+        let (result, _) = ready!(self.conn.poll_response(self.lane, body, cx));
         self.running = false;
         Poll::Ready(match result {
             Ok(head) => Ok(Some(head)),

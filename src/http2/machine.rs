@@ -6,23 +6,12 @@
 //! [`super::conn`] reads and writes, and hands the socket between lanes.
 
 use super::frame;
+use super::outcome::{Failure, Finished};
 use super::request::H2Request;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, RequestError};
 use std::task::Waker;
 use std::time::Instant;
-
-/// Why a stream ended without a response.
-#[derive(Debug)]
-pub enum Failure {
-    /// The server did not process it (REFUSED_STREAM, or above a GOAWAY's
-    /// last stream): safe to send again on another connection.
-    Refused,
-    Error(RequestError),
-}
-
-/// A finished stream: its outcome and the capture it was lent.
-pub type Finished = (Result<ResponseHead, Failure>, Option<Capture>);
 
 /// Stream ids stop short of 2^31 so a long run moves to a new connection.
 const LAST_STREAM_ID: u32 = (1 << 31) - 64;

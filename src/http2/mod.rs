@@ -16,8 +16,9 @@
 //! `machine` is one connection's frame state machine (bytes in, finished
 //! streams and frames to send out, no socket); `conn` is its socket and the
 //! hand-off of that socket between the lanes; `outbox` holds the worker's
-//! connections with frames to write; `home` shares connections among the
-//! request loops of a worker.
+//! connections with frames to write; `group` shares connections among the
+//! request loops of a worker (HTTP/3's too), with the lanes' round trip,
+//! and `home` is HTTP/2's side of it; `outcome` is how a stream ended.
 
 pub(crate) mod conn;
 mod frame;
@@ -26,10 +27,12 @@ mod home;
 pub(crate) mod hpack;
 mod machine;
 mod outbox;
+mod outcome;
 mod request;
 
-pub use group::{Group, Multiplexed, Open};
-pub use home::{Home, Lane, Started};
+pub use group::{Dial, Group, Lane, Multiplexed, Open, Streams};
+pub use home::{H2Lane, Home, StartAtOnce, Started};
 pub use outbox::{Outbox, Pending, Rounds, Seat, Tally, WriteOut};
+pub use outcome::{Failure, Finished};
 pub use request::H2Request;
 pub(crate) use request::{each_field, integer};

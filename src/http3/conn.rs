@@ -21,7 +21,7 @@ use super::frame::{self, FrameReader, Piece};
 use super::qpack;
 use super::request::H3Request;
 use super::udp::{Received, Socket};
-use crate::http2::{Multiplexed, Outbox, Pending, Rounds, Seat, Tally, WriteOut};
+use crate::http2::{Failure, Finished, Multiplexed, Outbox, Pending, Rounds, Seat, Tally, WriteOut};
 use crate::net::uring::Ring;
 use crate::response::{Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
@@ -51,18 +51,6 @@ const TIMER_SLACK: std::time::Duration = std::time::Duration::from_millis(1);
 /// A lane yields to the runtime after this many receives in one poll that
 /// found datagrams waiting (a flood must not starve timers and flushes).
 const YIELD_READS: u32 = 32;
-
-/// Why a stream ended without a response.
-#[derive(Debug)]
-pub enum Failure {
-    /// The server did not process it (H3_REQUEST_REJECTED, or above a
-    /// GOAWAY's limit): safe to send again on another connection.
-    Refused,
-    Error(RequestError),
-}
-
-/// A finished stream: its outcome and the capture it was lent.
-pub type Finished = (Result<ResponseHead, Failure>, Option<Capture>);
 
 /// When a new connection must be up: `by`, the end of the connect
 /// timeout (`timeout`, which the error names).

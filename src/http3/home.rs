@@ -1,25 +1,22 @@
-//! Sharing HTTP/3 connections among a worker's request loops, as HTTP/2's
-//! are shared (a [`Home`] is a [`Group`] of lanes; see
-//! [`crate::http2::Group`]), how a worker opens them ([`Dialer`]) and a
-//! lane's round trip.
+//! HTTP/3's side of the lanes a worker's request loops share, as HTTP/2's
+//! are shared (a [`Home`] is a [`Group`] of lanes, whose round trip both
+//! protocols use; see [`crate::http2::Group`]): how a worker opens QUIC
+//! connections ([`Dialer`]) and how a stream starts and ends on one.
 
-use super::conn::{Conn, Deadline, Failure, Place};
+use super::conn::{Conn, Deadline, Place};
 use super::request::H3Request;
-use crate::http2::{Group, Open, Outbox};
+use crate::http2::{Dial, Finished, Group, Lane, Outbox, Streams};
 use crate::net::uring::Ring;
 use crate::recorder::Recorder;
 use crate::request::Request;
-use crate::response::{Capture, ResponseHead};
-use crate::sample::{ErrorDetail, ErrorKind, RequestError};
+use crate::response::Capture;
+use crate::sample::RequestError;
 use quinn_proto::ClientConfig;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-
-/// How often a refused stream (never processed by the server) is sent
-/// again on a new connection before it counts as failed.
-const RETRIES: usize = 3;
 
 /// Where and how a worker opens its QUIC connections.
 pub struct Dialer {
@@ -112,113 +109,45 @@ fn record_handshake(conn: &Conn, recorder: &RefCell<Recorder>) {
 /// The HTTP/3 connection a group of lanes shares.
 pub type Home = Group<Conn>;
 
-/// One request loop's place on a home's connections.
-pub struct Lane {
-    home: Rc<Home>,
-    index: usize,
-    /// A plan's requests, encoded for each send.
-    scratch: H3Request,
-}
+/// One request loop's place on a home's HTTP/3 connections.
+pub type H3Lane = Lane<Conn>;
 
-impl Lane {
-    /// The next free lane of `home`, or `None` when every lane is given out.
-    pub fn of(home: &Rc<Home>) -> Option<Lane> {
-        Some(Lane {
-            home: home.clone(),
-            index: home.take_lane()?,
-            scratch: H3Request::default(),
-        })
-    }
-
-    /// A connection that takes new streams: the group's, or a new one
-    /// (which, with `early`, may still be finishing a 0-RTT handshake).
-    async fn connection(
+impl Dial<Conn> for Dialer {
+    async fn dial(
         &self,
-        dialer: &Dialer,
+        home: &Home,
         recorder: &RefCell<Recorder>,
         early: bool,
     ) -> Result<Rc<Conn>, RequestError> {
-        let home = &self.home;
-        home.connection(async || dialer.dial(home.lanes(), home.outbox(), recorder, early).await)
-            .await
+        Dialer::dial(self, home.lanes(), home.outbox(), recorder, early).await
+    }
+}
+
+impl Streams for Conn {
+    type Request = H3Request;
+    const REFUSED: &'static str = "the server refused the HTTP/3 stream";
+
+    fn encode(into: &mut H3Request, request: &Request<'_>) -> Result<(), RequestError> {
+        into.encode(request)
     }
 
-    /// Sends `request` and waits for its response; `capture` receives the
-    /// headers and body a plan asked for. Without keep-alive the connection
-    /// takes no further stream.
-    pub async fn round_trip(
+    fn poll_start(
         &self,
-        dialer: &Dialer,
-        recorder: &RefCell<Recorder>,
+        lane: usize,
         request: &H3Request,
-        mut capture: Option<&mut Capture>,
-        keepalive: bool,
-    ) -> Result<ResponseHead, RequestError> {
-        let mut refused = 0;
-        loop {
-            // A request to send: a resumed session's 0-RTT data may carry it.
-            let conn = self.connection(dialer, recorder, true).await?;
-            let mut lent = capture.as_deref_mut().map(std::mem::take);
-            let started =
-                std::future::poll_fn(|cx| conn.poll_start(self.index, request, &mut lent, cx)).await;
-            if !started {
-                record_handshake(&conn, recorder);
-                if let (Some(capture), Some(lent)) = (capture.as_deref_mut(), lent) {
-                    *capture = lent;
-                }
-                self.home.retire(&conn);
-                continue;
-            }
-            let mut open = Open::new(&*conn, self.index);
-            let (result, lent) = std::future::poll_fn(|cx| conn.poll_response(self.index, request, cx)).await;
-            open.disarm();
-            record_handshake(&conn, recorder);
-            if let (Some(capture), Some(lent)) = (capture.as_deref_mut(), lent) {
-                *capture = lent;
-            }
-            if !keepalive {
-                self.home.retire(&conn);
-            }
-            match result {
-                Ok(head) => return Ok(head),
-                Err(Failure::Error(err)) => return Err(err),
-                Err(Failure::Refused) if refused < RETRIES => {
-                    refused += 1;
-                    self.home.retire(&conn);
-                }
-                Err(Failure::Refused) => {
-                    return Err(RequestError::new(
-                        ErrorKind::Reset,
-                        ErrorDetail::Static("the server refused the HTTP/3 stream"),
-                    ));
-                }
-            }
-        }
+        capture: &mut Option<Capture>,
+        cx: &mut Context<'_>,
+    ) -> Poll<bool> {
+        Conn::poll_start(self, lane, request, capture, cx)
     }
 
-    /// A plan's request, encoded for this send into the lane's own
-    /// buffers.
-    pub async fn round_trip_rendered(
-        &mut self,
-        dialer: &Dialer,
-        recorder: &RefCell<Recorder>,
-        request: &Request<'_>,
-        capture: Option<&mut Capture>,
-        keepalive: bool,
-    ) -> Result<ResponseHead, RequestError> {
-        self.scratch.encode(request)?;
-        self.round_trip(dialer, recorder, &self.scratch, capture, keepalive)
-            .await
+    fn poll_response(&self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
+        Conn::poll_response(self, lane, request, cx)
     }
 
-    /// Opens the group's connection now, if it has none: with its
-    /// handshake done, as no request waits to go in 0-RTT data.
-    pub async fn connect(&self, dialer: &Dialer, recorder: &RefCell<Recorder>) -> Result<(), RequestError> {
-        self.connection(dialer, recorder, false).await.map(drop)
-    }
-
-    /// Moves this lane's group to a new connection for its next streams.
-    pub fn new_connection(&self) {
-        self.home.retire_current();
+    /// A connection that sent its first streams as 0-RTT data finished its
+    /// handshake while they ran: the first lane to see it done records it.
+    fn settled(&self, recorder: &RefCell<Recorder>) {
+        record_handshake(self, recorder);
     }
 }

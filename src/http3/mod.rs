@@ -22,18 +22,23 @@ pub(crate) mod qpack;
 mod request;
 mod udp;
 
-pub use conn::feed_response_stream;
-pub use home::{Dialer, Home, Lane};
+pub use conn::{Conn, feed_response_stream};
+pub use home::{Dialer, H3Lane, Home};
 pub use request::H3Request;
 
 /// The ALPN protocol id of HTTP/3.
 pub const ALPN: &[u8] = b"h3";
 
+/// Why TLS's configuration cannot carry QUIC (it does not offer TLS 1.3,
+/// or its cipher suites lack QUIC's initial one).
+#[derive(Debug, thiserror::Error)]
+#[error("TLS cannot run QUIC: {0}")]
+pub struct NoQuic(#[from] quinn_proto::crypto::rustls::NoInitialCipherSuite);
+
 /// A QUIC client configuration over `tls` (TLS 1.3 is required; ALPN
 /// must offer `h3`).
-pub fn client_config(tls: std::sync::Arc<rustls::ClientConfig>) -> Result<quinn_proto::ClientConfig, String> {
-    let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls)
-        .map_err(|err| format!("TLS cannot run QUIC: {err}"))?;
+pub fn client_config(tls: std::sync::Arc<rustls::ClientConfig>) -> Result<quinn_proto::ClientConfig, NoQuic> {
+    let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls)?;
     let mut config = quinn_proto::ClientConfig::new(std::sync::Arc::new(quic));
     let mut transport = quinn_proto::TransportConfig::default();
     // Responses of a load test are read as they come: windows large enough
