@@ -15,34 +15,27 @@
 //!
 //! quinn-proto does QUIC (packets, loss recovery, congestion and flow
 //! control, TLS 1.3 through rustls); the HTTP/3 frames and QPACK are
-//! volley's own ([`super::frame`], [`super::qpack`]), as its HPACK is.
+//! volley's own ([`super::frame`], [`super::qpack`]), as its HPACK is. The
+//! streams' logic is [`super::machine`]'s, with no socket: this module is
+//! its socket, its sleep and the hand-off between lanes.
 
-use super::frame::{self, FrameReader, Piece};
-use super::qpack;
+use super::machine::{Handshake, Machine, Opened};
 use super::request::H3Request;
 use super::udp::{Received, Socket};
-use crate::http2::{Failure, Finished, Multiplexed, Outbox, Pending, Rounds, Seat, Tally, WriteOut};
+use crate::http2::{Finished, Multiplexed, Outbox, Pending, Rounds, Seat, WriteOut};
 use crate::net::uring::Ring;
-use crate::response::{Capture, ResponseHead};
+use crate::response::Capture;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
-use crate::wake::keep_waker;
 use bytes::BytesMut;
-use quinn_proto::{
-    ClientConfig, ConnectionError, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event,
-    ReadError, StreamEvent, StreamId, VarInt, WriteError,
-};
+use quinn_proto::ClientConfig;
 use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-/// The largest response field section volley accepts, advertised as
-/// SETTINGS_MAX_FIELD_SECTION_SIZE (as HTTP/2's header list limit).
-pub const MAX_FIELD_SECTION: usize = 256 * 1024;
 /// How late a QUIC timer may run for its sleep not to be set again: the
 /// granularity of tokio's timers and of QUIC's own (RFC 9002's kGranularity).
 /// The acknowledgement timer a response sets often comes a fraction of a
@@ -69,62 +62,11 @@ pub struct Place<'a> {
     pub ring: Option<&'a Rc<Ring>>,
 }
 
-/// A connection's finished handshake, as the report counts it.
-#[derive(Clone, Copy, Debug)]
-pub struct Handshake {
-    /// From the first datagram to the handshake done.
-    pub took: std::time::Duration,
-    /// An earlier session resumed: no certificate was checked.
-    pub resumed: bool,
-    /// Requests went out as 0-RTT early data: whether the server took
-    /// them (`None`: nothing was sent before the handshake).
-    pub zero_rtt: Option<bool>,
-}
-
-#[derive(Default)]
-struct LaneState {
-    id: Option<StreamId>,
-    /// Bytes of the request written into the stream.
-    sent: usize,
-    /// The request is all written and the stream finished.
-    send_done: bool,
-    reader: FrameReader,
-    /// A HEADERS frame's field section, gathered until whole.
-    block: Vec<u8>,
-    /// The final status; 0 until it came.
-    status: u16,
-    bytes: u64,
-    result: Option<Result<(), Failure>>,
-    waker: Option<Waker>,
-    capture: Option<Capture>,
-    /// `--coalesce`: when the stream's request began to go out; `None`
-    /// while it waits to.
-    sent_at: Option<Instant>,
-}
-
-impl LaneState {
-    fn open(&self) -> bool {
-        self.id.is_some() && self.result.is_none()
-    }
-}
-
-/// A stream the server opened towards volley: its control stream, QPACK
-/// streams (unused, as volley allows no dynamic table), or others.
-struct PeerStream {
-    id: StreamId,
-    /// The stream's type, once its first bytes came.
-    kind: Option<u64>,
-    head: Vec<u8>,
-    reader: FrameReader,
-    /// A control frame's payload (SETTINGS, GOAWAY), gathered.
-    payload: Vec<u8>,
-}
-
+/// A connection's socket side: its UDP socket, the sleep for its next
+/// timer, the datagrams in and out, and which lane drives it; `m` is the
+/// rest, its state machine.
 struct Inner {
     socket: Socket,
-    endpoint: Endpoint,
-    handle: ConnectionHandle,
-    quic: quinn_proto::Connection,
     /// Wakes the driver for quinn-proto's next timer. It is set lazily:
     /// to a deadline no later than the next timer's (`armed`, give or take
     /// [`TIMER_SLACK`]), and set again only when the next timer comes
@@ -150,41 +92,11 @@ struct Inner {
     datagrams: BytesMut,
     /// The messages of the last receive, in `datagrams`.
     received: Vec<Received>,
-    /// For stateless answers the endpoint would send (a client has none
-    /// to send, but the call needs the room).
-    spare: Vec<u8>,
-    lanes: Vec<LaneState>,
-    /// The control stream's preface still to write.
-    control: Option<(StreamId, Vec<u8>, usize)>,
-    peers: Vec<PeerStream>,
-    /// A GOAWAY's limit: streams from this id on were not processed.
-    goaway: Option<u64>,
-    connected: bool,
-    /// When the first datagram was made, for the handshake's time.
-    began: Instant,
-    /// The handshake checked the server's certificate: a full one, not a
-    /// resumption (see `tls/observed.rs`).
-    certificate_checked: bool,
-    /// Streams may start before the handshake is done (0-RTT).
-    early: bool,
-    /// With `early`, when the handshake must be done (the connect timeout,
-    /// which the error names).
-    early_deadline: Option<(Instant, std::time::Duration)>,
-    /// The finished handshake, until a lane records it.
-    handshake: Option<Handshake>,
-    /// Why the certificate verifier refused the server, if it did.
-    refused: Option<rustls::Error>,
-    dead: bool,
-    /// Why the connection died, as a message for every stream it failed.
-    death: Option<(ErrorKind, String)>,
-    closing: bool,
+    /// The lane whose waker the socket and the timer hold, if any.
     driver: Option<usize>,
-    capacity_waiters: Vec<Waker>,
-    /// Scratch for field names and values.
-    name: Vec<u8>,
-    value: Vec<u8>,
     /// `--coalesce`: requests wait to go out with the other streams'.
     rounds: Rounds,
+    m: Machine,
 }
 
 /// One HTTP/3 connection, shared by the lanes of one [`super::Home`].
@@ -205,7 +117,7 @@ impl Pending for Conn {
         // Sending may have set a timer earlier than the one the driver
         // waits on: have it look again. (One set later, as loss detection
         // is with every packet, waits for the earlier to fire.)
-        let earlier = inner.next_timer().is_some_and(|at| inner.wakes_late_for(at));
+        let earlier = inner.m.next_timer().is_some_and(|at| inner.wakes_late_for(at));
         if (earlier || inner.orphaned())
             && let Some(waker) = inner.a_waiting_waker()
         {
@@ -241,10 +153,10 @@ impl Conn {
         early: bool,
     ) -> Result<Rc<Conn>, RequestError> {
         let conn = Conn::start_connecting(addr, config, server_name, place)?;
-        if early && conn.inner.borrow().quic.has_0rtt() {
+        if early && conn.inner.borrow().m.quic.has_0rtt() {
             let mut inner = conn.inner.borrow_mut();
-            inner.early = true;
-            inner.early_deadline = Some((deadline.by.into_std(), deadline.timeout));
+            inner.m.early = true;
+            inner.m.early_deadline = Some((deadline.by.into_std(), deadline.timeout));
             drop(inner);
             // The Initial goes out at the flush even if no stream starts.
             conn.queue();
@@ -253,14 +165,14 @@ impl Conn {
         let handshake = std::future::poll_fn(|cx| conn.poll_handshake(cx));
         match tokio::time::timeout_at(deadline.by, handshake).await {
             Ok(done) => done.map(|()| conn),
-            Err(_) => Err(conn.inner.borrow().handshake_timeout(deadline.timeout)),
+            Err(_) => Err(conn.inner.borrow().m.handshake_timeout(deadline.timeout)),
         }
     }
 
     /// The connection's handshake, once done, for the first lane to record
     /// it.
     pub fn take_handshake(&self) -> Option<Handshake> {
-        self.inner.borrow_mut().handshake.take()
+        self.inner.borrow_mut().m.handshake.take()
     }
 
     fn start_connecting(
@@ -271,27 +183,20 @@ impl Conn {
     ) -> Result<Rc<Conn>, RequestError> {
         let opened =
             Socket::open(addr, place.ring).map_err(|err| RequestError::io(ErrorKind::Connect, err))?;
-        let mut endpoint = Endpoint::new(
-            Arc::new(EndpointConfig::default()),
-            None,
-            !opened.may_fragment,
-            None,
-        );
-        let began = Instant::now();
-        let (handle, quic) = endpoint
-            .connect(began, config, addr, server_name)
-            .map_err(|err| {
-                RequestError::new(ErrorKind::Connect, ErrorDetail::Text(format!("QUIC: {err}")))
-            })?;
+        let machine = Machine::connect(
+            Instant::now(),
+            config,
+            addr,
+            server_name,
+            place.lanes,
+            opened.may_fragment,
+        )?;
         let max_datagrams = opened.socket.max_datagrams();
         let rounds = Rounds::new(place.outbox.coalesces());
         Ok(Rc::new_cyclic(|this| Conn {
             seat: Seat::new(place.outbox, this.clone()),
             inner: RefCell::new(Inner {
                 socket: opened.socket,
-                endpoint,
-                handle,
-                quic,
                 timer: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
                 armed: None,
                 caught_up: false,
@@ -299,26 +204,9 @@ impl Conn {
                 send_buf: Vec::with_capacity(1500 * max_datagrams),
                 datagrams: BytesMut::new(),
                 received: Vec::new(),
-                spare: Vec::new(),
-                lanes: (0..place.lanes).map(|_| LaneState::default()).collect(),
-                control: None,
-                peers: Vec::new(),
-                goaway: None,
-                connected: false,
-                began,
-                certificate_checked: false,
-                early: false,
-                early_deadline: None,
-                handshake: None,
-                refused: None,
-                dead: false,
-                death: None,
-                closing: false,
                 driver: None,
-                capacity_waiters: Vec::new(),
-                name: Vec::new(),
-                value: Vec::new(),
                 rounds,
+                m: machine,
             }),
         }))
     }
@@ -329,11 +217,15 @@ impl Conn {
         let mut inner = self.inner.borrow_mut();
         loop {
             let _ = inner.poll_transmit(cx);
-            if inner.connected {
+            if inner.m.connected {
                 return Poll::Ready(Ok(()));
             }
-            if inner.dead {
-                let (kind, message) = inner.death.clone().unwrap_or((ErrorKind::Connect, String::new()));
+            if inner.m.dead {
+                let (kind, message) = inner
+                    .m
+                    .death
+                    .clone()
+                    .unwrap_or((ErrorKind::Connect, String::new()));
                 // A handshake that fails is the connect's or TLS's failure.
                 let kind = if kind == ErrorKind::Tls {
                     kind
@@ -344,7 +236,7 @@ impl Conn {
             }
             match inner.poll_receive(cx) {
                 Poll::Ready(Ok(_)) => continue,
-                Poll::Ready(Err(err)) => inner.socket_failed(err),
+                Poll::Ready(Err(err)) => inner.m.transport_failed(err),
                 Poll::Pending => match inner.poll_timer(cx, None) {
                     Poll::Ready(()) => continue,
                     Poll::Pending => return Poll::Pending,
@@ -370,38 +262,26 @@ impl Conn {
         cx: &mut Context<'_>,
     ) -> Poll<bool> {
         let mut inner = self.inner.borrow_mut();
-        if inner.dead || inner.closing || inner.goaway.is_some() {
-            inner.let_go(lane);
-            return Poll::Ready(false);
-        }
-        let Some(id) = inner.quic.streams().open(Dir::Bi) else {
-            // The server frees stream slots when it has our ACKs of the
-            // streams that ended, and says so in MAX_STREAMS: a lane that
-            // waits for one keeps the connection going (its socket and
-            // timers), as nobody else may be left to.
-            inner.capacity_waiters.push(cx.waker().clone());
-            inner.lanes[lane].waker = Some(cx.waker().clone());
-            inner.driver = Some(lane);
-            inner.poll_io(cx);
-            drop(inner);
-            self.queue();
-            return Poll::Pending;
+        let opened = inner.m.open_stream(lane, request, capture, cx.waker());
+        let started = match opened {
+            Opened::Started => Poll::Ready(true),
+            Opened::Closed => {
+                inner.let_go(lane);
+                return Poll::Ready(false);
+            }
+            Opened::Full => {
+                // The server frees stream slots when it has our ACKs of the
+                // streams that ended, and says so in MAX_STREAMS: a lane
+                // that waits for one keeps the connection going (its socket
+                // and timers), as nobody else may be left to.
+                inner.driver = Some(lane);
+                inner.poll_io(cx);
+                Poll::Pending
+            }
         };
-        let state = &mut inner.lanes[lane];
-        state.id = Some(id);
-        state.sent = 0;
-        state.send_done = false;
-        state.reader.reset();
-        state.block.clear();
-        state.status = 0;
-        state.bytes = 0;
-        state.result = None;
-        state.capture = capture.take();
-        state.sent_at = None;
-        inner.send_request(lane, request);
         drop(inner);
         self.queue();
-        Poll::Ready(true)
+        started
     }
 
     /// Drives the connection until the lane's stream has finished.
@@ -415,36 +295,26 @@ impl Conn {
 impl Multiplexed for Conn {
     /// Whether a new stream may start here.
     fn accepts_streams(&self) -> bool {
-        let inner = self.inner.borrow();
-        !inner.dead && !inner.closing && inner.goaway.is_none()
+        self.inner.borrow().m.accepts_streams()
     }
 
     /// Starts no more streams here (one connection per request).
     fn retire(&self) {
-        self.inner.borrow_mut().closing = true;
+        self.inner.borrow_mut().m.closing = true;
     }
 
     /// The lane gave up on its stream (a timeout, or the run ended): the
     /// server is told, and later data for it is ignored.
     fn cancel(&self, lane: usize) {
         let mut inner = self.inner.borrow_mut();
-        let state = &mut inner.lanes[lane];
-        let Some(id) = state.id.filter(|_| state.result.is_none()) else {
+        if !inner.m.cancel(lane) {
             return;
-        };
-        state.result = Some(Err(Failure::Error(RequestError::protocol("cancelled"))));
-        let code = VarInt::from_u64(frame::H3_REQUEST_CANCELLED).expect("a small code");
-        let _ = inner.quic.send_stream(id).reset(code);
-        let _ = inner.quic.recv_stream(id).stop(code);
-        inner.lanes[lane].id = None;
-        // A stream that timed out says the server may be gone (QUIC hears
-        // of a crashed server only at the idle timeout): new streams go on
-        // a new connection, while this one's finish here.
-        inner.closing = true;
+        }
         inner.let_go(lane);
         drop(inner);
         self.queue();
     }
+
     /// Takes in whatever the socket holds without waiting, so a close the
     /// server sent while the connection sat idle is seen before a new
     /// stream starts on it.
@@ -477,11 +347,10 @@ impl Drop for Inner {
     /// Closes the connection cleanly, as far as one send allows: the
     /// server learns at once rather than at its idle timeout.
     fn drop(&mut self) {
-        if self.dead {
+        if self.m.dead {
             return;
         }
-        let code = VarInt::from_u64(frame::H3_NO_ERROR).expect("a small code");
-        self.quic.close(Instant::now(), code, bytes::Bytes::new());
+        self.m.close(Instant::now());
         self.unsent = None;
         let waker = std::task::Waker::noop();
         let _ = self.poll_transmit(&mut Context::from_waker(waker));
@@ -492,48 +361,22 @@ impl Inner {
     /// Reads, runs timers and handles events until the lane's stream has
     /// finished.
     fn drive(&mut self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
-        if self.lanes[lane].result.is_none() {
-            self.send_request(lane, request);
-            keep_waker(&mut self.lanes[lane].waker, cx.waker());
+        if !self.m.finished(lane) {
+            self.m.send_request(lane, request);
+            self.m.wait(lane, cx.waker());
             // Everything that has arrived is handled before the worker's
             // flush, so the requests it frees go out together.
             self.driver = Some(lane);
             self.poll_io(cx);
             // Credit that came in (flow control) takes more of the body.
-            self.send_request(lane, request);
+            self.m.send_request(lane, request);
         }
-        match self.lanes[lane].result {
-            Some(_) => Poll::Ready(self.finish(lane)),
-            None => Poll::Pending,
+        if !self.m.finished(lane) {
+            return Poll::Pending;
         }
-    }
-
-    /// Hands the lane's finished stream back and frees its place.
-    fn finish(&mut self, lane: usize) -> Finished {
-        let state = &mut self.lanes[lane];
-        let result = state.result.take().expect("finished");
-        if let Some(id) = state.id.take()
-            && !state.send_done
-        {
-            // Done before its body was all sent (a complete response, or a
-            // failure): the rest is not sent, and the stream must still end
-            // or it holds one of the server's stream credits for good.
-            let code = VarInt::from_u64(frame::H3_REQUEST_CANCELLED).expect("a small code");
-            let _ = self.quic.send_stream(id).reset(code);
-            state.send_done = true;
-        }
-        let head = ResponseHead {
-            status: state.status,
-            bytes: state.bytes,
-            close: false,
-            // Alt-Svc offers HTTP/3 to clients not speaking it already.
-            h3_offer: None,
-            sent_at: state.sent_at.take(),
-            received_at: None,
-        };
-        let capture = state.capture.take();
+        let finished = self.m.finish(lane);
         self.let_go(lane);
-        (result.map(|()| head), capture)
+        Poll::Ready(finished)
     }
 
     fn let_go(&mut self, lane: usize) {
@@ -544,21 +387,11 @@ impl Inner {
 
     /// Streams wait here but no lane is registered to read the socket.
     fn orphaned(&self) -> bool {
-        self.driver.is_none()
-            && !self.dead
-            && (self.lanes.iter().any(LaneState::open) || !self.capacity_waiters.is_empty())
+        self.driver.is_none() && !self.m.dead && (self.m.any_open() || !self.m.capacity_waiters.is_empty())
     }
 
     fn a_waiting_waker(&self) -> Option<&Waker> {
-        let driver = self.driver.and_then(|d| self.lanes[d].waker.as_ref());
-        driver
-            .or_else(|| {
-                self.lanes
-                    .iter()
-                    .filter(|l| l.open())
-                    .find_map(|l| l.waker.as_ref())
-            })
-            .or_else(|| self.capacity_waiters.first())
+        self.m.a_waiting_waker(self.driver)
     }
 
     /// Receives what the socket has and runs due timers until neither has
@@ -576,7 +409,7 @@ impl Inner {
                     continue;
                 }
                 Poll::Ready(Err(err)) => {
-                    self.socket_failed(err);
+                    self.m.transport_failed(err);
                     continue;
                 }
                 Poll::Pending => self.caught_up = true,
@@ -588,71 +421,24 @@ impl Inner {
         cx.waker().wake_by_ref();
     }
 
-    /// Writes what the QUIC connection will take of the lane's request,
-    /// and finishes the stream once it is all in.
-    fn send_request(&mut self, lane: usize, request: &H3Request) {
-        let state = &mut self.lanes[lane];
-        let Some(id) = state.id.filter(|_| !state.send_done && state.result.is_none()) else {
-            return;
-        };
-        let mut stream = self.quic.send_stream(id);
-        while state.sent < request.stream_len() {
-            // The request's own bytes, referenced: `write` would copy them
-            // into an allocation per stream.
-            match stream.write_chunks(&mut [request.from(state.sent)]) {
-                Ok(written) => state.sent += written.bytes,
-                // Flow control: a Writable event wakes the lane for more.
-                Err(WriteError::Blocked) => return,
-                // The server stopped reading (it answered early, or reset
-                // the stream): its response, or its reset, says the rest.
-                Err(WriteError::Stopped(_) | WriteError::ClosedStream) => {
-                    state.send_done = true;
-                    return;
-                }
-            }
-        }
-        let _ = stream.finish();
-        state.send_done = true;
-    }
-
     /// Receives what the socket has and handles it, ready with the time it
     /// was handled at; pending when there is nothing.
     fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Instant>> {
-        if self.dead {
+        if self.m.dead {
             return Poll::Pending;
         }
         self.received.clear();
         std::task::ready!(self.socket.poll_recv(cx, &mut self.datagrams, &mut self.received))?;
         let now = Instant::now();
-        // The handshake runs inside `handle_event`, on this thread, for
-        // this connection alone: a certificate checked meanwhile was
-        // this connection's, and why it was refused is picked up there
-        // (quinn-proto keeps only its text).
-        let handshaking = !self.connected;
-        let checked = handshaking.then(crate::tls::verifications);
-        let server = self.quic.remote_address();
+        let checked = self.m.receiving();
         for message in &self.received {
             let mut bytes = self.datagrams.split_to(message.len);
             while !bytes.is_empty() {
                 let data = bytes.split_to(message.stride.min(bytes.len()));
-                if let Some(DatagramEvent::ConnectionEvent(_, event)) =
-                    self.endpoint
-                        .handle(now, server, None, message.ecn, data, &mut self.spare)
-                {
-                    if handshaking {
-                        crate::tls::forget_refusal();
-                    }
-                    self.quic.handle_event(event);
-                    if handshaking && let Some(err) = crate::tls::take_refusal() {
-                        self.refused = Some(err);
-                    }
-                }
+                self.m.receive(now, message.ecn, data);
             }
         }
-        if checked.is_some_and(|before| crate::tls::verifications() != before) {
-            self.certificate_checked = true;
-        }
-        self.process_events();
+        self.m.received(checked);
         Poll::Ready(Ok(now))
     }
 
@@ -674,7 +460,7 @@ impl Inner {
     /// whether one was due. `seen`: the clock as just read, if it was;
     /// without it, the clock is read only where a timer may be due.
     fn run_timers(&mut self, seen: Option<Instant>) -> bool {
-        let Some(next) = self.next_timer() else {
+        let Some(next) = self.m.next_timer() else {
             self.arm(None);
             return false;
         };
@@ -686,25 +472,8 @@ impl Inner {
             return false;
         }
         let now = seen.unwrap_or_else(Instant::now);
-        let mut fired = false;
-        if next <= now {
-            if self.quic.poll_timeout().is_some_and(|at| at <= now) {
-                self.quic.handle_timeout(now);
-                self.process_events();
-                fired = true;
-            }
-            if let Some((by, timeout)) = self.early_deadline
-                && by <= now
-            {
-                self.early_deadline = None;
-                let err = self.handshake_timeout(timeout);
-                let code = VarInt::from_u64(frame::H3_NO_ERROR).expect("a small code");
-                self.quic.close(now, code, bytes::Bytes::new());
-                self.die(err.kind, err.message());
-                fired = true;
-            }
-        }
-        let next = if fired { self.next_timer() } else { Some(next) };
+        let fired = next <= now && self.m.on_timers(now);
+        let next = if fired { self.m.next_timer() } else { Some(next) };
         self.arm(next);
         fired
     }
@@ -730,27 +499,6 @@ impl Inner {
         }
     }
 
-    /// When the driver must wake next: quinn-proto's next timer, or the end
-    /// of an early (0-RTT) connection's handshake time.
-    fn next_timer(&mut self) -> Option<Instant> {
-        let quic = self.quic.poll_timeout();
-        match self.early_deadline {
-            Some((by, _)) => Some(quic.map_or(by, |at| at.min(by))),
-            None => quic,
-        }
-    }
-
-    /// Why a handshake not done by its deadline failed: the server sent
-    /// handshake messages but never finished (TLS stalled, as it can over
-    /// TCP), or it never answered (a connect error, as a silent port is).
-    fn handshake_timeout(&self, timeout: std::time::Duration) -> RequestError {
-        if self.quic.stats().frame_rx.crypto > 0 {
-            RequestError::new(ErrorKind::Tls, ErrorDetail::HandshakeTimeout(timeout))
-        } else {
-            RequestError::new(ErrorKind::Connect, ErrorDetail::ConnectTimeout(timeout))
-        }
-    }
-
     /// With `--coalesce`: whether the queued requests wait, and until
     /// when (see [`Rounds`]). The acknowledgements quinn-proto queues go
     /// out with the requests, so nothing waits where the server may be
@@ -763,9 +511,7 @@ impl Inner {
         if !self.rounds.on() {
             return None;
         }
-        let arriving = self.lanes.iter().any(|l| l.open() && l.bytes > 0);
-        let urgent = self.dead || !self.connected || arriving || !self.capacity_waiters.is_empty();
-        let tally = Tally::of(self.lanes.iter().map(|l| (l.id.is_some(), l.open(), l.sent_at)));
+        let (tally, urgent) = self.m.tally();
         self.rounds.hold(tally, urgent)
     }
 
@@ -778,13 +524,13 @@ impl Inner {
         // made the clock 2.6-3.6% of a run's CPU; 2.2-2.9% this way.
         let now = Instant::now();
         if self.rounds.on() {
-            let streams = self.lanes.iter_mut().filter(|l| l.id.is_some());
-            self.rounds.wrote(streams.map(|l| &mut l.sent_at), now);
+            self.rounds.wrote(self.m.sent_stamps(), now);
         }
         loop {
             if self.unsent.is_none() {
                 self.send_buf.clear();
                 self.unsent = self
+                    .m
                     .quic
                     .poll_transmit(now, self.socket.max_datagrams(), &mut self.send_buf);
             }
@@ -802,522 +548,10 @@ impl Inner {
                 Poll::Ready(Err(err)) if err.raw_os_error() == Some(libc::EMSGSIZE) => self.unsent = None,
                 Poll::Ready(Err(err)) => {
                     self.unsent = None;
-                    self.socket_failed(err);
+                    self.m.transport_failed(err);
                     return Poll::Ready(());
                 }
             }
         }
-    }
-
-    /// The socket failed (a refused port shows up here): the connection
-    /// is over.
-    fn socket_failed(&mut self, err: io::Error) {
-        let kind = match self.connected {
-            false => ErrorKind::Connect,
-            true => RequestError::from_io(io::Error::from(err.kind())).kind,
-        };
-        self.die(kind, err.to_string());
-    }
-
-    /// Ends the connection: every open stream fails with `message`.
-    fn die(&mut self, kind: ErrorKind, message: String) {
-        if self.dead {
-            return;
-        }
-        self.dead = true;
-        for state in self.lanes.iter_mut().filter(|l| l.open()) {
-            let err = RequestError::new(kind, ErrorDetail::Text(message.clone()));
-            state.result = Some(Err(Failure::Error(err)));
-            if let Some(waker) = &state.waker {
-                waker.wake_by_ref();
-            }
-        }
-        for waker in self.capacity_waiters.drain(..) {
-            waker.wake();
-        }
-        self.death = Some((kind, message));
-    }
-
-    /// Handles everything the connection has to say after new datagrams
-    /// or a timer.
-    fn process_events(&mut self) {
-        while let Some(event) = self.quic.poll_endpoint_events() {
-            if let Some(event) = self.endpoint.handle_event(self.handle, event) {
-                self.quic.handle_event(event);
-            }
-        }
-        while let Some(event) = self.quic.poll() {
-            match event {
-                Event::Connected => self.on_connected(),
-                Event::ConnectionLost { reason } => {
-                    let (kind, message) = describe_loss(&reason, self.connected, self.refused.as_ref());
-                    self.die(kind, message);
-                }
-                Event::Stream(StreamEvent::Readable { id }) => self.readable(id),
-                Event::Stream(StreamEvent::Opened { dir: Dir::Uni }) => {
-                    while let Some(id) = self.quic.streams().accept(Dir::Uni) {
-                        self.peers.push(PeerStream {
-                            id,
-                            kind: None,
-                            head: Vec::new(),
-                            reader: FrameReader::default(),
-                            payload: Vec::new(),
-                        });
-                        self.readable(id);
-                    }
-                }
-                Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
-                    // A server may not open request streams (RFC 9114 6.1).
-                    self.close_with(0x103, "the server opened a bidirectional stream");
-                }
-                Event::Stream(StreamEvent::Writable { id }) => {
-                    if let Some(state) = self.lanes.iter().find(|l| l.id == Some(id))
-                        && let Some(waker) = &state.waker
-                    {
-                        waker.wake_by_ref();
-                    }
-                }
-                Event::Stream(StreamEvent::Stopped { id, error_code }) => self.stopped(id, error_code),
-                Event::Stream(StreamEvent::Available { dir: Dir::Bi }) => {
-                    for waker in self.capacity_waiters.drain(..) {
-                        waker.wake();
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// The server stopped reading a request stream (it answered without
-    /// the rest of the body, as RFC 9114 4.1 allows): the stream is reset,
-    /// as RFC 9000 3.5 requires. quinn-proto leaves that to its user;
-    /// without it the body still goes out, counted against the server's
-    /// connection window, until every upload on the connection stalls.
-    fn stopped(&mut self, id: StreamId, code: VarInt) {
-        let _ = self.quic.send_stream(id).reset(code);
-        if let Some(state) = self.lanes.iter_mut().find(|l| l.id == Some(id)) {
-            state.send_done = true;
-        }
-    }
-
-    fn on_connected(&mut self) {
-        self.connected = true;
-        self.early_deadline = None;
-        let zero_rtt = self.early.then(|| self.quic.accepted_0rtt());
-        if zero_rtt == Some(false) {
-            self.send_rejected_again();
-        }
-        self.handshake = Some(Handshake {
-            took: self.began.elapsed(),
-            resumed: !self.certificate_checked,
-            zero_rtt,
-        });
-        if let Some(id) = self.quic.streams().open(Dir::Uni) {
-            self.control = Some((id, frame::control_stream_preface(MAX_FIELD_SECTION), 0));
-            self.write_control();
-        }
-    }
-
-    /// The server refused the 0-RTT data: quinn-proto has forgotten the
-    /// streams sent in it (their ids are given out again from the first),
-    /// and the server processed none of them, so each waiting lane's
-    /// request goes again, from its start, on a stream opened now. A lane
-    /// for which the server's new limit leaves no stream is refused, and
-    /// its request goes to another connection as a refused stream's does.
-    fn send_rejected_again(&mut self) {
-        for state in self.lanes.iter_mut().filter(|l| l.open()) {
-            match self.quic.streams().open(Dir::Bi) {
-                Some(id) => {
-                    state.id = Some(id);
-                    state.sent = 0;
-                    state.send_done = false;
-                }
-                None => {
-                    // Its old id may now be another lane's stream.
-                    state.id = None;
-                    state.result = Some(Err(Failure::Refused));
-                }
-            }
-            if let Some(waker) = &state.waker {
-                waker.wake_by_ref();
-            }
-        }
-    }
-
-    fn write_control(&mut self) {
-        if let Some((id, preface, sent)) = &mut self.control
-            && *sent < preface.len()
-            && let Ok(n) = self.quic.send_stream(*id).write(&preface[*sent..])
-        {
-            *sent += n;
-        }
-    }
-
-    /// Closes the connection with an HTTP/3 error: the server broke the
-    /// protocol.
-    fn close_with(&mut self, code: u64, why: &'static str) {
-        let code = VarInt::from_u64(code).expect("a small code");
-        self.quic
-            .close(Instant::now(), code, bytes::Bytes::from_static(why.as_bytes()));
-        self.die(ErrorKind::Protocol, format!("HTTP/3: {why}"));
-    }
-
-    /// Reads a stream that has data: a lane's response, or one of the
-    /// server's own streams.
-    fn readable(&mut self, id: StreamId) {
-        if id.dir() == Dir::Bi {
-            if let Some(lane) = self
-                .lanes
-                .iter()
-                .position(|l| l.id == Some(id) && l.result.is_none())
-            {
-                self.read_response(lane, id);
-            }
-        } else if let Some(peer) = self.peers.iter().position(|p| p.id == id) {
-            self.read_peer(peer);
-        }
-    }
-
-    /// Reads what lane `lane`'s stream has and handles its frames.
-    fn read_response(&mut self, lane: usize, id: StreamId) {
-        let mut recv = self.quic.recv_stream(id);
-        let Ok(mut chunks) = recv.read(true) else {
-            return;
-        };
-        let state = &mut self.lanes[lane];
-        let mut outcome = None;
-        loop {
-            match chunks.next(usize::MAX) {
-                Ok(Some(chunk)) => {
-                    state.bytes += chunk.bytes.len() as u64;
-                    if let Err(err) = on_response_bytes(state, &chunk.bytes, &mut self.name, &mut self.value)
-                    {
-                        outcome = Some(Err(Failure::Error(err)));
-                        break;
-                    }
-                }
-                Ok(None) => {
-                    outcome = Some(if state.status != 0 && state.reader.at_boundary() {
-                        Ok(())
-                    } else {
-                        Err(Failure::Error(RequestError::new(
-                            ErrorKind::Reset,
-                            ErrorDetail::Static("the HTTP/3 stream ended before the response was complete"),
-                        )))
-                    });
-                    break;
-                }
-                Err(ReadError::Blocked) => break,
-                Err(ReadError::Reset(code)) => {
-                    outcome = Some(Err(match code.into_inner() {
-                        frame::H3_REQUEST_REJECTED => Failure::Refused,
-                        code => Failure::Error(RequestError::new(
-                            ErrorKind::Reset,
-                            ErrorDetail::Text(format!(
-                                "the server reset the HTTP/3 stream ({})",
-                                error_name(code)
-                            )),
-                        )),
-                    }));
-                    break;
-                }
-            }
-        }
-        let _ = chunks.finalize();
-        if let Some(outcome) = outcome {
-            let failed = outcome.is_err();
-            state.result = Some(outcome);
-            if let Some(waker) = &state.waker {
-                waker.wake_by_ref();
-            }
-            if failed {
-                // Nothing more from this stream is wanted.
-                let code = VarInt::from_u64(frame::H3_REQUEST_CANCELLED).expect("a small code");
-                let _ = self.quic.recv_stream(id).stop(code);
-            }
-        }
-    }
-
-    /// Reads one of the server's unidirectional streams: the control
-    /// stream's SETTINGS and GOAWAY are read, the rest is dropped.
-    fn read_peer(&mut self, index: usize) {
-        let id = self.peers[index].id;
-        let mut recv = self.quic.recv_stream(id);
-        let Ok(mut chunks) = recv.read(true) else {
-            return;
-        };
-        let mut goaway = None;
-        let mut violation = None;
-        let peer = &mut self.peers[index];
-        while let Ok(Some(chunk)) = chunks.next(usize::MAX) {
-            let mut bytes = &chunk.bytes[..];
-            if peer.kind.is_none() {
-                peer.head.extend_from_slice(bytes);
-                let Some((kind, len)) = frame::varint(&peer.head) else {
-                    continue;
-                };
-                peer.kind = Some(kind);
-                let skip = len - (peer.head.len() - bytes.len());
-                bytes = &bytes[skip..];
-            }
-            if peer.kind != Some(frame::CONTROL_STREAM) {
-                continue;
-            }
-            let mut pos = 0;
-            while let Some(piece) = peer.reader.next(bytes, &mut pos) {
-                let Piece::Payload { kind, range, last } = piece else {
-                    continue;
-                };
-                if kind == frame::GOAWAY || kind == frame::SETTINGS {
-                    if peer.payload.len() + range.len() > 64 * 1024 {
-                        violation = Some("a control frame too large");
-                        break;
-                    }
-                    peer.payload.extend_from_slice(&bytes[range]);
-                }
-                if last {
-                    match kind {
-                        frame::GOAWAY => goaway = frame::varint(&peer.payload).map(|(v, _)| v),
-                        frame::DATA | frame::HEADERS | frame::PUSH_PROMISE => {
-                            violation = Some("a request frame on the control stream")
-                        }
-                        _ => {}
-                    }
-                    peer.payload.clear();
-                }
-            }
-        }
-        let _ = chunks.finalize();
-        if let Some(why) = violation {
-            self.close_with(frame::H3_FRAME_UNEXPECTED, why);
-        }
-        if let Some(limit) = goaway {
-            self.on_goaway(limit);
-        }
-    }
-
-    /// The server takes no streams from `limit` on: those already open
-    /// above it were not processed and go again elsewhere.
-    fn on_goaway(&mut self, limit: u64) {
-        self.goaway = Some(self.goaway.map_or(limit, |old| old.min(limit)));
-        for state in &mut self.lanes {
-            if state.open() && state.id.is_some_and(|id| VarInt::from(id).into_inner() >= limit) {
-                state.result = Some(Err(Failure::Refused));
-                if let Some(waker) = &state.waker {
-                    waker.wake_by_ref();
-                }
-            }
-        }
-        for waker in self.capacity_waiters.drain(..) {
-            waker.wake();
-        }
-    }
-}
-
-/// Handles bytes of a response stream: frames in order, the field section
-/// decoded when whole, body bytes counted (and kept for a plan).
-fn on_response_bytes(
-    state: &mut LaneState,
-    bytes: &[u8],
-    name: &mut Vec<u8>,
-    value: &mut Vec<u8>,
-) -> Result<(), RequestError> {
-    let mut pos = 0;
-    while let Some(piece) = state.reader.next(bytes, &mut pos) {
-        match piece {
-            Piece::Start { kind, len } => match kind {
-                frame::HEADERS if len as usize > MAX_FIELD_SECTION => {
-                    return Err(RequestError::protocol(
-                        "an HTTP/3 field section larger than the 256 KiB volley allows",
-                    ));
-                }
-                frame::HEADERS => state.block.clear(),
-                frame::DATA if state.status == 0 => {
-                    return Err(RequestError::protocol(
-                        "HTTP/3 DATA before the response's HEADERS",
-                    ));
-                }
-                frame::SETTINGS | frame::GOAWAY | frame::PUSH_PROMISE | 0x03 | 0x0d => {
-                    return Err(RequestError::protocol(
-                        "an HTTP/3 control frame on a request stream",
-                    ));
-                }
-                _ => {}
-            },
-            Piece::Payload { kind, range, last } => match kind {
-                frame::HEADERS => {
-                    state.block.extend_from_slice(&bytes[range]);
-                    if last {
-                        on_field_section(state, name, value)?;
-                    }
-                }
-                frame::DATA => {
-                    if let Some(capture) = &mut state.capture {
-                        capture.keep_body(&bytes[range]);
-                    }
-                }
-                _ => {}
-            },
-        }
-    }
-    Ok(())
-}
-
-/// For the fuzz targets: a response stream's bytes as a server sent them,
-/// handed to the stream's reader `piece` bytes at a time (with a plan's
-/// capture when `capture`), until it fails or the bytes end; then the end
-/// of stream is judged as a run would judge it.
-#[doc(hidden)]
-pub fn feed_response_stream(bytes: &[u8], piece: usize, capture: bool) {
-    let mut state = LaneState {
-        capture: capture.then(Capture::default),
-        ..LaneState::default()
-    };
-    if let Some(capture) = &mut state.capture {
-        capture.clear(true);
-    }
-    let (mut name, mut value) = (Vec::new(), Vec::new());
-    for chunk in bytes.chunks(piece.max(1)) {
-        state.bytes += chunk.len() as u64;
-        if on_response_bytes(&mut state, chunk, &mut name, &mut value).is_err() {
-            return;
-        }
-    }
-    // As at the stream's end: complete only with a final status, between
-    // frames.
-    let _complete = state.status != 0 && state.reader.at_boundary();
-}
-
-/// A whole field section: an interim response (1xx) is passed over, the
-/// final one sets the status; trailers after it are ignored.
-fn on_field_section(
-    state: &mut LaneState,
-    name: &mut Vec<u8>,
-    value: &mut Vec<u8>,
-) -> Result<(), RequestError> {
-    if state.status != 0 {
-        return Ok(()); // trailers
-    }
-    let capture = &mut state.capture;
-    let want = capture.is_some();
-    // The field section's size as RFC 9114 4.2.2 counts it, of what is
-    // kept. The frame is within MAX_FIELD_SECTION, but one-byte references
-    // to the static table decode to some 70 times that: past the limit
-    // volley advertised nothing more is copied, and the response fails.
-    let mut size = 0usize;
-    let status = qpack::decode_response(&state.block, want, name, value, |n, v| {
-        size += n.len() + v.len() + 32;
-        if size > MAX_FIELD_SECTION {
-            return;
-        }
-        if let Some(capture) = capture.as_mut() {
-            capture.add_header(std::str::from_utf8(n).unwrap_or_default(), v);
-        }
-    })
-    .map_err(|err| RequestError::new(ErrorKind::Protocol, ErrorDetail::Text(err.to_string())))?;
-    if size > MAX_FIELD_SECTION {
-        return Err(RequestError::protocol(
-            "an HTTP/3 field section larger than the 256 KiB volley allows",
-        ));
-    }
-    if !(100..200).contains(&status) {
-        state.status = status;
-    } else if let Some(capture) = capture {
-        // The interim response's fields are not the response's.
-        capture.headers.clear();
-        capture.set_cookies.clear();
-    }
-    Ok(())
-}
-
-/// The name of an HTTP/3 error code (RFC 9114 8.1), or its number.
-fn error_name(code: u64) -> String {
-    const NAMES: [&str; 17] = [
-        "H3_NO_ERROR",
-        "H3_GENERAL_PROTOCOL_ERROR",
-        "H3_INTERNAL_ERROR",
-        "H3_STREAM_CREATION_ERROR",
-        "H3_CLOSED_CRITICAL_STREAM",
-        "H3_FRAME_UNEXPECTED",
-        "H3_FRAME_ERROR",
-        "H3_EXCESSIVE_LOAD",
-        "H3_ID_ERROR",
-        "H3_SETTINGS_ERROR",
-        "H3_MISSING_SETTINGS",
-        "H3_REQUEST_REJECTED",
-        "H3_REQUEST_CANCELLED",
-        "H3_REQUEST_INCOMPLETE",
-        "H3_MESSAGE_ERROR",
-        "H3_CONNECT_ERROR",
-        "H3_VERSION_FALLBACK",
-    ];
-    match code.checked_sub(0x100).and_then(|i| NAMES.get(i as usize)) {
-        Some(name) => (*name).to_string(),
-        None if (0x200..0x300).contains(&code) => format!("QPACK error 0x{code:x}"),
-        None => format!("error 0x{code:x}"),
-    }
-}
-
-/// What a lost connection means for the streams on it, and the words for
-/// it: a handshake that never completes is the connect's failure (or TLS's,
-/// when either side refused the handshake; `refused` is why volley's
-/// verifier did), an idle timeout or a close afterwards the stream's.
-fn describe_loss(
-    reason: &ConnectionError,
-    connected: bool,
-    refused: Option<&rustls::Error>,
-) -> (ErrorKind, String) {
-    let kind = |after: ErrorKind| if connected { after } else { ErrorKind::Connect };
-    match reason {
-        ConnectionError::TimedOut if !connected => (
-            ErrorKind::Connect,
-            "the QUIC handshake timed out (no answer from the server)".to_string(),
-        ),
-        ConnectionError::TimedOut => (
-            ErrorKind::Timeout,
-            "the QUIC connection went idle past its timeout".to_string(),
-        ),
-        ConnectionError::ApplicationClosed(close) => (
-            kind(ErrorKind::Reset),
-            format!(
-                "the server closed the HTTP/3 connection ({})",
-                error_name(close.error_code.into_inner())
-            ),
-        ),
-        ConnectionError::ConnectionClosed(close) => {
-            // CRYPTO_ERROR codes (0x100-0x1ff) carry the TLS alert the
-            // server sent: worded as over TCP, where rustls reports it as
-            // received, so a server that wants a client certificate says
-            // to pass --cert and --key (quinn's text only gives the number).
-            let code = u64::from(close.error_code);
-            if (0x100..0x200).contains(&code) {
-                let alert = rustls::AlertDescription::from(code as u8);
-                (
-                    ErrorKind::Tls,
-                    crate::tls::describe(&rustls::Error::AlertReceived(alert)),
-                )
-            } else {
-                (
-                    kind(ErrorKind::Protocol),
-                    format!("the server closed the QUIC connection: {close}"),
-                )
-            }
-        }
-        ConnectionError::TransportError(err) => {
-            let code = u64::from(err.code);
-            match refused {
-                // The certificate volley refused, worded as over TCP.
-                Some(refused) if (0x100..0x200).contains(&code) => {
-                    (ErrorKind::Tls, crate::tls::describe(refused))
-                }
-                _ if (0x100..0x200).contains(&code) => (ErrorKind::Tls, format!("QUIC: {err}")),
-                _ => (kind(ErrorKind::Protocol), format!("QUIC: {err}")),
-            }
-        }
-        ConnectionError::Reset => (
-            kind(ErrorKind::Reset),
-            "the server reset the QUIC connection (stateless reset)".to_string(),
-        ),
-        other => (kind(ErrorKind::Reset), format!("QUIC: {other}")),
     }
 }

@@ -18,12 +18,14 @@
 mod conn;
 pub(crate) mod frame;
 mod home;
+mod machine;
 pub(crate) mod qpack;
 mod request;
 mod udp;
 
-pub use conn::{Conn, feed_response_stream};
+pub use conn::Conn;
 pub use home::{Dialer, H3Lane, Home};
+pub use machine::feed_response_stream;
 pub use request::H3Request;
 
 /// The ALPN protocol id of HTTP/3.
