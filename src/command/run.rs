@@ -1,7 +1,7 @@
 //! `volley run`, `volley plan` (with its listings) and `volley step`: the
 //! commands that send load from one machine.
 
-use super::{CommandError, Outcome, ended};
+use super::{CommandError, Outcome, check_outputs, check_writable, ended};
 use crate::cli::{PlanArgs, RunArgs, StepArgs};
 use crate::plan::Plan;
 use crate::report::text::Detail;
@@ -55,8 +55,16 @@ pub fn step(args: &StepArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandEr
 }
 
 /// How the report is shown and saved, from the common run flags; a bad
-/// metric flag is bad usage.
+/// metric flag, or a file to write that cannot be written, is bad usage.
 fn output_of(args: &RunArgs) -> Result<Output, CommandError> {
+    check_outputs(args.output.as_deref(), args.html.as_deref())?;
+    let stream = args
+        .stream
+        .as_deref()
+        .map(crate::sink::stream::Destination::parse);
+    if let Some(crate::sink::stream::Destination::File(path)) = &stream {
+        check_writable("--stream", path)?;
+    }
     let detail = if args.quiet {
         Detail::Quiet
     } else if args.verbose {
@@ -79,10 +87,7 @@ fn output_of(args: &RunArgs) -> Result<Output, CommandError> {
         sinks: SinkSpec {
             dashboard: args.dashboard,
             metrics,
-            stream: args
-                .stream
-                .as_deref()
-                .map(crate::sink::stream::Destination::parse),
+            stream,
             // Set per run from its load model (`run::Session`).
             priority: Default::default(),
         },

@@ -649,3 +649,50 @@ fn a_large_body_file_is_held_twice_not_four_times() {
         "peak RSS {peak} bytes for a {BODY}-byte body"
     );
 }
+
+/// A report file that cannot be written is found before the load starts:
+/// one line, exit 2, and the target sees no request (the report is not
+/// lost at the end of a long run).
+#[test]
+fn an_unwritable_output_is_refused_before_any_request() {
+    let server = target();
+    let url = url(&server, "/");
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("kept.json");
+    std::fs::write(&kept, "as it was").unwrap();
+    let kept = kept.to_str().unwrap();
+    for (command, flag) in [
+        ("run", "-o"),
+        ("run", "--html"),
+        ("run", "--stream"),
+        ("step", "-o"),
+        ("step", "--html"),
+    ] {
+        let mut args = vec![command, flag, "/nonexistent/dir/x.json"];
+        if command == "step" {
+            args.extend(["--levels", "1,2", "--step-duration", "1s"]);
+        } else {
+            args.extend(["-c", "2", "-d", "1s"]);
+        }
+        // A file that can be written beside the one that cannot: left as it was.
+        if flag != "-o" {
+            args.extend(["-o", kept]);
+        }
+        args.push(&url);
+        usage_error(
+            &args,
+            &format!("{flag} '/nonexistent/dir/x.json' cannot be written"),
+        );
+    }
+    let out = volley(&["merge", "-o", "/nonexistent/dir/x.json", kept]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("-o '/nonexistent/dir/x.json' cannot be written"));
+    assert_eq!(server.stats().connections_accepted, 0);
+    assert_eq!(server.stats().requests_received, 0);
+    assert_eq!(std::fs::read_to_string(kept).unwrap(), "as it was");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing left behind"
+    );
+}
