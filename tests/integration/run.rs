@@ -696,3 +696,40 @@ fn an_unwritable_output_is_refused_before_any_request() {
         "nothing left behind"
     );
 }
+
+/// A run where nothing succeeded shows no latency figures (dashes, not
+/// 0.000) and its rate as attempts, not as answered requests.
+#[test]
+fn a_run_where_nothing_succeeded_shows_no_latency() {
+    let url = format!("http://127.0.0.1:{}/", super::receivers::free_port());
+    let out = volley(&["run", "-d", "500ms", "-c", "2", "--interval", "100ms", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = |start: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no '{start}' line in:\n{text}"))
+            .to_string()
+    };
+    assert_eq!(line("min "), "  min -   mean -   stdev -   max -", "{text}");
+    assert_eq!(line("p50 "), "  p50 -   p75 -   p90 -   p95 -");
+    assert_eq!(line("p99 "), "  p99 -   p99.9 -   p99.99 -");
+    let throughput = line("throughput");
+    assert!(
+        throughput.contains("0 responses/s") && throughput.contains("attempts/s"),
+        "{throughput}"
+    );
+    assert!(!throughput.contains("req/s"), "{throughput}");
+    // Each interval of the log: dashes where the latency columns were.
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("p50 ms"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("summary"))
+        .collect();
+    assert!(!rows.is_empty(), "{text}");
+    for row in rows {
+        let columns: Vec<&str> = row.split_whitespace().rev().take(4).collect();
+        assert_eq!(columns, ["-", "-", "-", "-"], "{row}");
+    }
+}
