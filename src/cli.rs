@@ -272,7 +272,8 @@ pub struct LiveMergeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// URLs to load (http:// or https://), run one after another.
+    /// URLs to load (http:// or https://; host:port/path is read as
+    /// http://), run one after another.
     #[arg(value_name = "URL")]
     pub urls: Vec<String>,
     /// Concurrent connections (each has one request in flight) [default: 50].

@@ -17,6 +17,7 @@ use std::sync::atomic::AtomicBool;
 /// named when nothing succeeded.
 pub fn run(args: &RunArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandError> {
     let plan = Plan::from_args(args).map_err(CommandError::usage)?;
+    note_schemes(&plan);
     let output = output_of(args)?;
     let (report, verdict) = execute(plan, &output, stop).map_err(CommandError::failed)?;
     let dead = report.runs.iter().find(|r| r.summary.ok == 0);
@@ -49,9 +50,20 @@ pub fn list(args: &PlanArgs) -> Result<Outcome, CommandError> {
 /// `volley step`: the levels, each an ordinary run, judged against the SLO.
 pub fn step(args: &StepArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandError> {
     let step = StepPlan::from_args(args).map_err(CommandError::usage)?;
+    if let Some(plan) = step.plans.first() {
+        note_schemes(plan);
+    }
     let output = output_of(&args.run)?;
     let (report, verdict) = crate::step::execute(step, &output, stop).map_err(CommandError::failed)?;
     ended(verdict, report.runs.first().map(|r| r.url.as_str()))
+}
+
+/// A note on stderr for each URL given without a scheme, read as
+/// `http://` (as curl reads it).
+fn note_schemes(plan: &Plan) {
+    for note in plan.request.targets.iter().filter_map(|t| t.scheme_note()) {
+        eprintln!("{note}");
+    }
 }
 
 /// How the report is shown and saved, from the common run flags; a bad

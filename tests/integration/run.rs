@@ -733,3 +733,22 @@ fn a_run_where_nothing_succeeded_shows_no_latency() {
         assert_eq!(columns, ["-", "-", "-", "-"], "{row}");
     }
 }
+
+/// `host:port/path` without a scheme is read as `http://`, as curl reads
+/// it, with a note on stderr.
+#[test]
+fn a_url_without_a_scheme_is_read_as_http() {
+    let server = target();
+    let port = server.addr().port();
+    for host in ["127.0.0.1", "localhost"] {
+        let given = format!("{host}:{port}/hi");
+        let out = volley(&["run", "-n", "10", "-c", "1", "-q", &given]);
+        assert!(out.status.success(), "{given}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("note: no scheme given: read as http://{given}")),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).contains("10 ok"), "{}", stdout(&out));
+    }
+}
