@@ -429,3 +429,31 @@ fn the_steps_table_shows_whole_names_and_no_latency_for_a_failed_step() {
     let failed = row("Fetch the user's account page again");
     assert_eq!(last_three(&failed), ["-", "-", "-"], "{failed}");
 }
+
+/// A plan's -n and -R count iterations of its flow, and step's
+/// --step-requests with --plan too: the help says so, where `volley run`'s
+/// -n counts requests.
+#[test]
+fn the_help_says_a_plan_counts_iterations() {
+    let help = |command: &str| {
+        let out = volley(&[command, "--help"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).replace('\n', " ")
+    };
+    let flag = |text: &str, flag: &str| -> String {
+        let at = text.find(flag).unwrap_or_else(|| panic!("no {flag} in {text}"));
+        text[at..].chars().take(160).collect()
+    };
+    let plan = help("plan");
+    let n = flag(&plan, "--requests <REQUESTS>");
+    assert!(n.contains("iterations of the plan's flow"), "{n}");
+    let rate = flag(&plan, "--rate [<N>]");
+    assert!(
+        rate.contains("iterations of the plan's flow per second"),
+        "{rate}"
+    );
+    let step = flag(&help("step"), "--step-requests <N>");
+    assert!(step.contains("with --plan: this many iterations"), "{step}");
+    let run = flag(&help("run"), "--requests <REQUESTS>");
+    assert!(run.contains("measured requests"), "{run}");
+}
