@@ -195,6 +195,9 @@ async fn send_prepared(ctx: &WorkerCtx, driver: &mut Driver, ticket: Ticket) -> 
         Ok(()) => answered_at,
         Err(lost) => {
             fail(ctx, &lost.err, ticket, sent_at, lost.count);
+            if !ctx.shared.open_model {
+                ctx.connector.back_off(&lost.err).await;
+            }
             None
         }
     }

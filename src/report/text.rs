@@ -252,6 +252,14 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
         thousands(s.ok),
         thousands(s.errors)
     );
+    if let Some(refused) = s.refused_s {
+        let _ = writeln!(
+            out,
+            "  refused      connections refused for {refused:.2} s of the run's {:.2} s ({:.0}%)",
+            s.elapsed_s,
+            100.0 * refused / s.elapsed_s.max(1e-9)
+        );
+    }
     match &run.io {
         Some(io) => writeln!(out, "  protocol     {} (on {io})", run.protocol),
         None => writeln!(out, "  protocol     {}", run.protocol),

@@ -752,3 +752,44 @@ fn a_url_without_a_scheme_is_read_as_http() {
         assert!(stdout(&out).contains("10 ok"), "{}", stdout(&out));
     }
 }
+
+/// A dead target is not hammered: under the closed model each refused
+/// connect waits before the next try (doubling to a second), so a 2 s run
+/// at -c 4 makes a few dozen tries, not hundreds of thousands, each counted
+/// as an error; the report says how long connections were refused.
+#[test]
+fn a_dead_target_is_tried_with_backoff_and_its_refused_time_reported() {
+    let _timed = timed();
+    let url = format!("http://127.0.0.1:{}/", super::receivers::free_port());
+    let started = Instant::now();
+    let (out, report) = volley_json(&["run", "-d", "2s", "-c", "4", "-t", "2", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the run kept to its deadline"
+    );
+    let s = summary(&report);
+    let tries = s["errors"].as_u64().unwrap();
+    assert_eq!(s["errors_by_kind"]["connect"].as_u64(), Some(tries), "{s}");
+    assert!(
+        (4..=300).contains(&tries),
+        "{tries} connect attempts in 2 s at -c 4"
+    );
+    let refused = num(&s["refused_s"]);
+    assert!(
+        (1.5..=2.2).contains(&refused),
+        "refused for {refused} s of {}",
+        s["elapsed_s"]
+    );
+    assert!(
+        schema_violations(&report).is_empty(),
+        "{:?}",
+        schema_violations(&report)
+    );
+    let out = volley(&["run", "-d", "1s", "-c", "2", &url]);
+    assert!(
+        stdout(&out).contains("connections refused for"),
+        "{}",
+        stdout(&out)
+    );
+}

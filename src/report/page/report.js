@@ -237,6 +237,11 @@ function runSection(parent, run, index, ctx) {
       + `), taking p50 `
       + `${ms(s.tls.handshake_ms.p50)}, p99 ${ms(s.tls.handshake_ms.p99)}, max ${ms(s.tls.handshake_ms.max)}.`);
   }
+  if (s.refused_s) {
+    htmlNode('p', { class: 'refused' }, node,
+      `Connections were refused for ${formatNumber(s.refused_s)} s of the run's ${formatNumber(s.elapsed_s)} s `
+      + `(${pct(Math.round((1000 * s.refused_s) / Math.max(s.elapsed_s, 1e-9)) / 10)}).`);
+  }
   scheduleWords(node, s.schedule);
   distribution(node, s.distribution);
   outcomes(node, s);
