@@ -19,6 +19,14 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `volley plan -n`'s help: what it counts.
+pub const PLAN_ITERATIONS_HELP: &str = "Stop after exactly this many measured iterations of the plan's flow, \
+     each sending every item's requests (-n 40 with a 10-request flow sends 400 requests)";
+
+/// `volley plan -R`'s help: iterations per second, not requests.
+pub const PLAN_RATE_HELP: &str = "Open model: N iterations of the plan's flow per second in all, each due at a fixed \
+     time; latency counts from that time. With --stages, give -R alone: the stages are then in iterations per second";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Load one or more URLs, one after another, and report.
@@ -26,6 +34,12 @@ pub enum Command {
     /// Run the embedded target server (test and fault endpoints).
     Serve(ServeArgs),
     /// Run a plan file (drill's benchmark YAML): flows with per-step statistics.
+    // A plan counts iterations of its flow (each sends every item's
+    // requests), where `volley run` counts requests: the shared flags say so.
+    #[command(
+        mut_arg("requests", |a| a.help(PLAN_ITERATIONS_HELP)),
+        mut_arg("rate", |a| a.help(PLAN_RATE_HELP))
+    )]
     Plan(Box<PlanArgs>),
     /// Render a saved JSON report as HTML.
     Report(ReportArgs),
@@ -272,7 +286,8 @@ pub struct LiveMergeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// URLs to load (http:// or https://), run one after another.
+    /// URLs to load (http:// or https://; host:port/path is read as
+    /// http://), run one after another.
     #[arg(value_name = "URL")]
     pub urls: Vec<String>,
     /// Concurrent connections (each has one request in flight) [default: 50].
@@ -547,7 +562,9 @@ pub struct StepArgs {
     /// How long each level runs.
     #[arg(long, default_value = "10s")]
     pub step_duration: String,
-    /// Run each level for this many requests instead (or the duration, whichever first).
+    /// Run each level for this many requests instead (with --plan: this many
+    /// iterations of the plan's flow, each sending every item's requests), or
+    /// the duration, whichever first.
     #[arg(long, value_name = "N")]
     pub step_requests: Option<u64>,
     /// Ramp up to each level over this long (part of the level's duration).

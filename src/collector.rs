@@ -300,7 +300,7 @@ impl Collector {
             for (series, step_row) in self.step_series.iter_mut().zip(&step_rows) {
                 series.push(step_row.clone());
             }
-            self.total += &row.snapshot;
+            self.total.add_interval(&row.snapshot);
             self.series.push(series_row);
             let row_in_series = self.series.last().expect("pushed just above");
             on_row(FinishedRow {

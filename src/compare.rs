@@ -5,8 +5,10 @@
 //! (a slow second tends to follow a slow second), so each series' standard
 //! error uses an effective sample size corrected for its lag-1
 //! autocorrelation. Percentiles get rank-based confidence intervals from the
-//! saved histograms (significant when the intervals do not overlap), and the
-//! error rates a two-proportion z-test.
+//! saved histograms (significant when the intervals do not overlap) and a
+//! test of the fraction of each run beyond the quantile (which sees a tail
+//! that no request of B escapes however few requests A's p99 rests on), and
+//! the error rates a two-proportion z-test.
 //!
 //! Statistics alone call a 0.5% shift "significant" once intervals are many
 //! and steady, and two runs of one build differ by that much (the machine
@@ -22,6 +24,13 @@ use std::fmt::Write as _;
 
 /// Below this p-value a change is called significant.
 pub const ALPHA: f64 = 0.05;
+
+/// Below this p-value the fraction of requests beyond a quantile tells two
+/// runs apart (`tail_test`). Stricter than [`ALPHA`]: slow requests come
+/// in clusters, so the counts are less independent than the test assumes,
+/// and two runs of one target differ there by more than it expects. A tail
+/// that every request of B lies beyond is far past this level.
+pub const TAIL_ALPHA: f64 = 0.001;
 
 /// A `--fail-if` rule: `p99>+10%`.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,6 +123,24 @@ fn quantile_interval(hist: &hdrhistogram::Histogram<u64>, q: f64) -> Option<(f64
     ))
 }
 
+/// Whether the runs differ at quantile `q` by the fraction of each beyond
+/// it: `x` is the lower of the two runs' q-quantiles, and a two-proportion
+/// test compares how many of A's and of B's requests were slower than `x`
+/// (about `1 - q` of the run that set `x`, and as many of the other if the
+/// runs are alike). It uses both histograms whole: where every one of B's
+/// requests is slower than A's p99, that is 100% against 1%, however few
+/// of A's requests its p99 rests on, whose rank interval one stall can
+/// stretch to A's slowest. The two-sided p-value; `None` for an empty run.
+fn tail_test(a: &hdrhistogram::Histogram<u64>, b: &hdrhistogram::Histogram<u64>, q: f64) -> Option<f64> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let x = a.value_at_quantile(q).min(b.value_at_quantile(q));
+    // `count_between` counts whole buckets: x's own bucket is not beyond it.
+    let beyond = |h: &hdrhistogram::Histogram<u64>| (h.len() - h.count_between(0, x)) as f64;
+    proportions(beyond(a), a.len() as f64, beyond(b), b.len() as f64)
+}
+
 /// Two-proportion z-test on error counts; the two-sided p-value.
 fn proportions(errors_a: f64, n_a: f64, errors_b: f64, n_b: f64) -> Option<f64> {
     if n_a < 1.0 || n_b < 1.0 {
@@ -157,18 +184,21 @@ type RowFigure = fn(&SeriesRow) -> Option<f64>;
 type Interval = Option<(f64, f64)>;
 
 /// Whether a percentile differs between two runs: their 95% rank
-/// intervals do not overlap and, where both runs have the intervals for a
-/// test (`p`, Welch's over the per-interval values of that percentile),
-/// the per-interval values differ too. Rank intervals assume independent
-/// samples, but slow requests come in clusters (one slow moment of the
-/// machine or the target delays several at once), so on their own they
-/// take two runs of one target for different at the tail.
-fn percentile_differs(intervals: (Interval, Interval), p: Option<f64>) -> bool {
+/// intervals do not overlap or the fraction beyond it differs (`tail`, the
+/// p-value of [`tail_test`], below [`TAIL_ALPHA`]) and, where both runs
+/// have the intervals for a test (`p`, Welch's over the per-interval
+/// values of that percentile), the per-interval values differ too. Both
+/// whole-run tests assume independent samples, but slow requests come in
+/// clusters (one slow moment of the machine or the target delays several
+/// at once), so on their own they take two runs of one target for
+/// different at the tail.
+fn percentile_differs(intervals: (Interval, Interval), tail: Option<f64>, p: Option<f64>) -> bool {
     let apart = match intervals {
         (Some((lo_a, hi_a)), Some((lo_b, hi_b))) => hi_a < lo_b || hi_b < lo_a,
         _ => false,
     };
-    apart && p.is_none_or(|p| p < ALPHA)
+    let beyond = tail.is_some_and(|t| t < TAIL_ALPHA);
+    (apart || beyond) && p.is_none_or(|p| p < ALPHA)
 }
 
 /// Compares one run of each report; changes smaller than `noise_pct`
@@ -211,13 +241,14 @@ pub fn compare_runs(a: &RunReport, b: &RunReport, noise_pct: f64) -> Vec<Row> {
             quantile_interval(&a.histogram.0, q),
             quantile_interval(&b.histogram.0, q),
         );
+        let tail = tail_test(&a.histogram.0, &b.histogram.0, q);
         let p = welch(&series(a, per_interval), &series(b, per_interval));
         push(
             metric,
             figure(&sa.latency_ms),
             figure(&sb.latency_ms),
             p,
-            percentile_differs(intervals, p),
+            percentile_differs(intervals, tail, p),
             true,
         );
     }
@@ -412,13 +443,66 @@ mod tests {
         let overlapping = (Some((12.0, 13.1)), Some((13.0, 13.4)));
         // Apart, and the per-interval values differ too (or there are too
         // few intervals to say): significant.
-        assert!(percentile_differs(apart, Some(0.001)));
-        assert!(percentile_differs(apart, None));
+        assert!(percentile_differs(apart, None, Some(0.001)));
+        assert!(percentile_differs(apart, None, None));
         // Apart, but interval by interval the runs are alike: a cluster of
         // slow requests in one run, not a different target.
-        assert!(!percentile_differs(apart, Some(0.4)));
-        assert!(!percentile_differs(overlapping, Some(0.001)));
-        assert!(!percentile_differs((None, Some((1.0, 2.0))), None));
+        assert!(!percentile_differs(apart, None, Some(0.4)));
+        assert!(!percentile_differs(overlapping, None, Some(0.001)));
+        assert!(!percentile_differs((None, Some((1.0, 2.0))), None, None));
+        // The fraction beyond the quantile tells them apart where the
+        // intervals overlap, still only where the intervals' values agree.
+        assert!(percentile_differs(overlapping, Some(1e-9), Some(0.001)));
+        assert!(!percentile_differs(overlapping, Some(1e-9), Some(0.4)));
+        assert!(!percentile_differs(overlapping, Some(0.01), Some(0.001)));
+    }
+
+    /// A histogram of `count` requests at each of `values` (microseconds).
+    fn histogram(values: &[(u64, u64)]) -> hdrhistogram::Histogram<u64> {
+        let mut hist = crate::recorder::new_latency_histogram();
+        for &(us, count) in values {
+            hist.record_n(us, count).unwrap();
+        }
+        hist
+    }
+
+    /// `/sleep/10` against `/sleep/40` at -c 4 for 2 s, where one stall of
+    /// the machine delayed each of A's four connections once, to 47 ms:
+    /// A's p99 rank interval reaches its slowest requests and overlaps B's,
+    /// though every one of B's requests is slower than A's p99.
+    #[test]
+    fn a_tail_that_no_request_of_b_escapes_is_significant() {
+        let a = histogram(&[(11_000, 700), (13_000, 16), (47_000, 4)]);
+        let b = histogram(&[(41_000, 150), (42_000, 40)]);
+        let intervals = (quantile_interval(&a, 0.99), quantile_interval(&b, 0.99));
+        let (hi_a, lo_b) = (intervals.0.unwrap().1, intervals.1.unwrap().0);
+        assert!(hi_a >= lo_b, "the rank intervals overlap: {intervals:?}");
+        // A's p99 per 200 ms interval, the stall's interval among them.
+        let per_a = [11.2, 11.5, 12.0, 47.0, 11.8, 12.1, 11.4, 11.9, 12.3];
+        let per_b = [41.2, 41.5, 41.3, 42.0, 41.4, 41.6, 41.2, 41.9, 41.3];
+        let p = welch(&per_a, &per_b);
+        assert!(p.unwrap() < ALPHA, "{p:?}");
+        let tail = tail_test(&a, &b, 0.99);
+        assert!(tail.unwrap() < 1e-12, "{tail:?}");
+        assert!(percentile_differs(intervals, tail, p));
+        // The other way round, B faster: as significant.
+        let back = (intervals.1, intervals.0);
+        assert!(percentile_differs(
+            back,
+            tail_test(&b, &a, 0.99),
+            welch(&per_b, &per_a)
+        ));
+    }
+
+    /// Two runs of one target, one with a few more slow requests: the
+    /// fraction beyond the p99 does not tell them apart.
+    #[test]
+    fn two_runs_alike_do_not_differ_beyond_the_quantile() {
+        let a = histogram(&[(11_000, 700), (12_000, 13), (14_000, 7)]);
+        let b = histogram(&[(11_000, 690), (12_000, 18), (14_000, 12)]);
+        let tail = tail_test(&a, &b, 0.99).unwrap();
+        assert!(tail > TAIL_ALPHA, "{tail}");
+        assert!(tail_test(&a, &crate::recorder::new_latency_histogram(), 0.99).is_none());
     }
 
     #[test]

@@ -339,6 +339,8 @@ fn merge_summary(parts: &[&Summary], hists: [&Histogram<u64>; 3]) -> Summary {
                 .map(|t| t.handshake_ms.clone())
                 .unwrap_or_default(),
         }),
+        // Each shard was refused on its own: the longest shows.
+        refused_s: parts.iter().filter_map(|s| s.refused_s).reduce(f64::max),
         status: add_maps(parts.iter().map(|s| s.status.clone()), |t, v| *t += v),
         errors_by_kind: add_maps(parts.iter().map(|s| s.errors_by_kind.clone()), |t, v| *t += v),
         error_examples: add_maps(parts.iter().map(|s| s.error_examples.clone()), |_, _| {}),

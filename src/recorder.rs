@@ -19,6 +19,11 @@ pub const LATENCY_MAX_US: u64 = 3_600_000_000;
 /// server can send has its own slot.
 const STATUS_SLOTS: usize = 1000;
 
+/// Whole microseconds of `d`.
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// Creates the latency histogram every recorder and report uses.
 pub fn new_latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("static histogram bounds are valid")
@@ -201,6 +206,12 @@ pub struct Snapshot {
     pub steps: Vec<Snapshot>,
     /// The first message seen for each error kind, as an example.
     pub error_examples: [Option<String>; ErrorKind::COUNT],
+    /// How long the target refused connections (its connects failed, one
+    /// after another until one succeeded) in this span, in microseconds.
+    /// The workers of one interval were refused at the same time: merged,
+    /// the longest stands for all of them, and the collector adds the
+    /// intervals up ([`Snapshot::add_interval`]).
+    pub refused_us: u64,
 }
 
 impl Default for Snapshot {
@@ -218,6 +229,7 @@ impl Default for Snapshot {
             handshakes: Handshakes::default(),
             steps: Vec::new(),
             error_examples: Default::default(),
+            refused_us: 0,
         }
     }
 }
@@ -248,8 +260,9 @@ impl Snapshot {
             handshakes,
             steps,
             error_examples,
+            refused_us,
         } = self;
-        (*requests, *ok, *bytes) = (0, 0, 0);
+        (*requests, *ok, *bytes, *refused_us) = (0, 0, 0, 0);
         errors.fill(0);
         status.fill(0);
         latency.clear();
@@ -283,6 +296,15 @@ impl Snapshot {
                 self.failures.record(sample.latency_us);
             }
         }
+    }
+
+    /// Adds a later interval's snapshot, as `+=` does, but with its
+    /// refused time added to this one's rather than merged (the intervals
+    /// follow each other; workers' snapshots of one interval overlap).
+    pub fn add_interval(&mut self, later: &Snapshot) {
+        let refused_us = self.refused_us + later.refused_us;
+        *self += later;
+        self.refused_us = refused_us;
     }
 
     /// Total failed requests of every kind.
@@ -336,6 +358,7 @@ impl AddAssign<&Snapshot> for Snapshot {
                 mine.clone_from(theirs);
             }
         }
+        self.refused_us = self.refused_us.max(other.refused_us);
     }
 }
 
@@ -343,6 +366,8 @@ impl AddAssign<&Snapshot> for Snapshot {
 #[derive(Default)]
 pub struct Recorder {
     current: Snapshot,
+    /// Since when the worker's connects have failed, while they do.
+    refused_since: Option<std::time::Instant>,
 }
 
 impl Recorder {
@@ -442,6 +467,32 @@ impl Recorder {
     pub fn with_steps(steps: usize) -> Recorder {
         Recorder {
             current: Snapshot::with_steps(steps),
+            refused_since: None,
+        }
+    }
+
+    /// A connect failed at `at`: the target refuses connections from then
+    /// (from the first failure of a series) until one succeeds.
+    pub fn connects_refused(&mut self, at: std::time::Instant) {
+        self.refused_since.get_or_insert(at);
+    }
+
+    /// A connect succeeded: the time since the series of failures began
+    /// counts as refused.
+    pub fn connects_restored(&mut self, at: std::time::Instant) {
+        if let Some(since) = self.refused_since.take() {
+            self.current.refused_us += micros(at.saturating_duration_since(since));
+        }
+    }
+
+    /// Counts the refused time up to now into the snapshot being swapped
+    /// out, the rest going to the next (one check per interval while
+    /// connects succeed).
+    fn close_refusals(&mut self) {
+        if let Some(since) = &mut self.refused_since {
+            let now = std::time::Instant::now();
+            self.current.refused_us += micros(now.saturating_duration_since(*since));
+            *since = now;
         }
     }
 
@@ -451,6 +502,7 @@ impl Recorder {
     /// middle of its run. A spare with fewer per-step snapshots gets the
     /// missing ones here.
     pub fn swap(&mut self, mut spare: Snapshot) -> Snapshot {
+        self.close_refusals();
         let steps = self.current.steps.len();
         if spare.steps.len() < steps {
             spare.steps.resize_with(steps, Snapshot::default);
@@ -460,6 +512,7 @@ impl Recorder {
 
     /// Swaps out what was recorded since the last call.
     pub fn take(&mut self) -> Snapshot {
+        self.close_refusals();
         let fresh = Snapshot::with_steps(self.current.steps.len());
         std::mem::replace(&mut self.current, fresh)
     }
@@ -468,6 +521,39 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refused_time_runs_from_the_first_failed_connect_to_the_next_success() {
+        let mut rec = Recorder::default();
+        let t0 = std::time::Instant::now();
+        rec.connects_refused(t0);
+        // Later failures of the same series do not move its start.
+        rec.connects_refused(t0 + std::time::Duration::from_millis(5));
+        rec.connects_restored(t0 + std::time::Duration::from_millis(30));
+        rec.connects_restored(t0 + std::time::Duration::from_millis(90));
+        assert_eq!(rec.take().refused_us, 30_000);
+        assert_eq!(rec.take().refused_us, 0, "a success ends the series");
+        // A series still open at a swap is counted up to it, and goes on.
+        rec.connects_refused(std::time::Instant::now() - std::time::Duration::from_millis(20));
+        let first = rec.take().refused_us;
+        assert!(first >= 20_000, "{first}");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(rec.take().refused_us >= 2_000);
+    }
+
+    #[test]
+    fn refused_time_of_workers_overlaps_and_of_intervals_adds_up() {
+        let span = |us| Snapshot {
+            refused_us: us,
+            ..Snapshot::default()
+        };
+        let mut interval = span(300);
+        interval += &span(500);
+        assert_eq!(interval.refused_us, 500, "two workers refused at once");
+        let mut total = span(1_000);
+        total.add_interval(&interval);
+        assert_eq!(total.refused_us, 1_500);
+    }
     use crate::sample::ErrorDetail;
 
     fn ok(latency_us: u64) -> Sample {

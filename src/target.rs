@@ -122,6 +122,10 @@ pub struct Target {
     /// [`Target::resolve`], or those of `--connect-to`.
     #[serde(skip)]
     pub addrs: Vec<SocketAddr>,
+    /// The URL was given without a scheme (`127.0.0.1:3000/hi`) and is read
+    /// as `http://`, as curl reads it ([`Target::parse_or_http`]).
+    #[serde(skip)]
+    pub scheme_assumed: bool,
 }
 
 impl Target {
@@ -171,7 +175,32 @@ impl Target {
             port,
             path_and_query,
             addrs: Vec::new(),
+            scheme_assumed: false,
         })
+    }
+
+    /// A URL from the command line: as [`Target::parse`], except that one
+    /// without a scheme (`127.0.0.1:3000/hi`, `localhost:3000/hi`, which
+    /// the URL parser reads as a relative URL or as the scheme
+    /// `localhost`) is read as `http://`, as curl reads it. Text that is no
+    /// URL either way keeps the error it had as given.
+    pub fn parse_or_http(raw: &str) -> Result<Target, TargetError> {
+        match Target::parse(raw) {
+            Err(err) if !raw.contains("://") => match Target::parse(&format!("http://{raw}")) {
+                Ok(target) => Ok(Target {
+                    scheme_assumed: true,
+                    ..target
+                }),
+                Err(_) => Err(err),
+            },
+            parsed => parsed,
+        }
+    }
+
+    /// The note shown for a URL read as `http://` ([`Target::parse_or_http`]).
+    pub fn scheme_note(&self) -> Option<String> {
+        self.scheme_assumed
+            .then(|| format!("note: no scheme given: read as {}", self.url))
     }
 
     /// Resolves the host once, before the run (no DNS on the request path).
@@ -254,6 +283,39 @@ mod tests {
             (t.host.as_str(), t.host_header.as_str(), t.path_and_query.as_str()),
             ("::1", "[::1]:8080", "/")
         );
+    }
+
+    #[test]
+    fn a_url_without_a_scheme_is_read_as_http() {
+        for (raw, host_header, path) in [
+            ("127.0.0.1:3000/hi", "127.0.0.1:3000", "/hi"),
+            ("localhost:3000/hi", "localhost:3000", "/hi"),
+            ("localhost", "localhost", "/"),
+            ("[::1]:8080/x?y=1", "[::1]:8080", "/x?y=1"),
+        ] {
+            let t = Target::parse_or_http(raw).unwrap();
+            assert!(!t.tls && t.scheme_assumed, "{raw}");
+            assert_eq!(
+                (t.host_header.as_str(), t.path_and_query.as_str()),
+                (host_header, path)
+            );
+            assert_eq!(t.url, format!("http://{raw}"));
+            assert_eq!(
+                t.scheme_note().unwrap(),
+                format!("note: no scheme given: read as http://{raw}")
+            );
+        }
+        let given = Target::parse_or_http("https://example.test/").unwrap();
+        assert!(!given.scheme_assumed && given.scheme_note().is_none());
+        // What is no URL either way keeps its own error.
+        assert!(matches!(
+            Target::parse_or_http("not a url"),
+            Err(TargetError::Invalid { .. })
+        ));
+        assert!(matches!(
+            Target::parse_or_http("ftp://x/"),
+            Err(TargetError::Scheme { .. })
+        ));
     }
 
     #[test]

@@ -63,6 +63,13 @@ pub enum Problem {
     ManPages(String, #[source] std::io::Error),
     #[error("--dashboard, --grace and --gone-after watch shards live: give them with --follow")]
     LiveWithoutFollow,
+    #[error("{flag} '{path}' cannot be written")]
+    Unwritable {
+        flag: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl CommandError {
@@ -109,6 +116,51 @@ pub fn execute(command: Command, stop: Arc<AtomicBool>) -> Result<Outcome, Comma
     }
 }
 
+/// Checks, before any load, that the file `flag` names can be written, so
+/// that a run does not end, maybe after an hour, without its report: a bad
+/// path is bad usage. A file that is there is opened for writing and left
+/// as it was; one that is not is created and removed again, so that no
+/// empty file stays behind where none was. A FIFO or a device is left for
+/// the writer to open (opening a FIFO would wait for its reader).
+fn check_writable(flag: &'static str, path: &std::path::Path) -> Result<(), CommandError> {
+    use std::fs::OpenOptions;
+    let probe = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() || meta.is_dir() => OpenOptions::new().write(true).open(path).map(drop),
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            match OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(file) => {
+                    drop(file);
+                    std::fs::remove_file(path)
+                }
+                // A dangling symbolic link: the writer creates what it names.
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(err) => Err(err),
+            }
+        }
+        Err(err) => Err(err),
+    };
+    probe.map_err(|source| {
+        CommandError::usage(Problem::Unwritable {
+            flag,
+            path: path.display().to_string(),
+            source,
+        })
+    })
+}
+
+/// Checks every report file a command will write at its end (`-o`,
+/// `--html`) with [`check_writable`].
+fn check_outputs(file: Option<&std::path::Path>, html: Option<&std::path::Path>) -> Result<(), CommandError> {
+    if let Some(path) = file {
+        check_writable("-o", path)?;
+    }
+    if let Some(path) = html {
+        check_writable("--html", path)?;
+    }
+    Ok(())
+}
+
 /// How a run's verdict ends its command; `dead_url` names the target none
 /// of whose requests succeeded.
 fn ended(verdict: Verdict, dead_url: Option<&str>) -> Result<Outcome, CommandError> {
@@ -119,5 +171,33 @@ fn ended(verdict: Verdict, dead_url: Option<&str>) -> Result<Outcome, CommandErr
         }),
         Verdict::Interrupted => Err(CommandError::Interrupted(None)),
         Verdict::ThresholdsFailed => Err(CommandError::ThresholdsFailed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_writable;
+
+    #[test]
+    fn a_writable_path_is_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.json");
+        check_writable("-o", &new).unwrap();
+        assert!(!new.exists(), "no empty file left where none was");
+        let old = dir.path().join("old.json");
+        std::fs::write(&old, "kept").unwrap();
+        check_writable("-o", &old).unwrap();
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "kept");
+    }
+
+    #[test]
+    fn a_missing_directory_or_a_directory_is_not_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in [dir.path().join("no/such.json"), dir.path().to_path_buf()] {
+            let err = check_writable("--html", &path).unwrap_err();
+            let line = err.line().unwrap();
+            assert!(line.starts_with("--html '"), "{line}");
+            assert!(line.contains("cannot be written: "), "{line}");
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `volley run`, `volley plan` (with its listings) and `volley step`: the
 //! commands that send load from one machine.
 
-use super::{CommandError, Outcome, ended};
+use super::{CommandError, Outcome, check_outputs, check_writable, ended};
 use crate::cli::{PlanArgs, RunArgs, StepArgs};
 use crate::plan::Plan;
 use crate::report::text::Detail;
@@ -17,6 +17,7 @@ use std::sync::atomic::AtomicBool;
 /// named when nothing succeeded.
 pub fn run(args: &RunArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandError> {
     let plan = Plan::from_args(args).map_err(CommandError::usage)?;
+    note_schemes(&plan);
     let output = output_of(args)?;
     let (report, verdict) = execute(plan, &output, stop).map_err(CommandError::failed)?;
     let dead = report.runs.iter().find(|r| r.summary.ok == 0);
@@ -49,14 +50,33 @@ pub fn list(args: &PlanArgs) -> Result<Outcome, CommandError> {
 /// `volley step`: the levels, each an ordinary run, judged against the SLO.
 pub fn step(args: &StepArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandError> {
     let step = StepPlan::from_args(args).map_err(CommandError::usage)?;
+    if let Some(plan) = step.plans.first() {
+        note_schemes(plan);
+    }
     let output = output_of(&args.run)?;
     let (report, verdict) = crate::step::execute(step, &output, stop).map_err(CommandError::failed)?;
     ended(verdict, report.runs.first().map(|r| r.url.as_str()))
 }
 
+/// A note on stderr for each URL given without a scheme, read as
+/// `http://` (as curl reads it).
+fn note_schemes(plan: &Plan) {
+    for note in plan.request.targets.iter().filter_map(|t| t.scheme_note()) {
+        eprintln!("{note}");
+    }
+}
+
 /// How the report is shown and saved, from the common run flags; a bad
-/// metric flag is bad usage.
+/// metric flag, or a file to write that cannot be written, is bad usage.
 fn output_of(args: &RunArgs) -> Result<Output, CommandError> {
+    check_outputs(args.output.as_deref(), args.html.as_deref())?;
+    let stream = args
+        .stream
+        .as_deref()
+        .map(crate::sink::stream::Destination::parse);
+    if let Some(crate::sink::stream::Destination::File(path)) = &stream {
+        check_writable("--stream", path)?;
+    }
     let detail = if args.quiet {
         Detail::Quiet
     } else if args.verbose {
@@ -79,10 +99,7 @@ fn output_of(args: &RunArgs) -> Result<Output, CommandError> {
         sinks: SinkSpec {
             dashboard: args.dashboard,
             metrics,
-            stream: args
-                .stream
-                .as_deref()
-                .map(crate::sink::stream::Destination::parse),
+            stream,
             // Set per run from its load model (`run::Session`).
             priority: Default::default(),
         },

@@ -1,7 +1,7 @@
 //! `volley merge` (and its live `--follow`) and `volley k8s`: the commands
 //! that join shards' results into one report.
 
-use super::{CommandError, Outcome, Problem};
+use super::{CommandError, Outcome, Problem, check_outputs};
 use crate::cli::{K8sManifestArgs, K8sRunArgs, LiveMergeArgs, ManifestFormat, MergeArgs};
 use crate::follow::FollowError;
 use crate::plan::parse_duration;
@@ -12,6 +12,7 @@ use std::time::SystemTime;
 /// `volley merge`: one report from the shards' reports; a threshold failure
 /// when one fails on the merged run.
 pub fn merge(args: &MergeArgs, stop: &AtomicBool) -> Result<Outcome, CommandError> {
+    check_outputs(args.output.as_deref(), args.html.as_deref())?;
     if args.follow {
         return merge_follow(args, stop);
     }
@@ -56,6 +57,7 @@ pub fn manifest(args: &K8sManifestArgs) -> Result<Outcome, CommandError> {
 /// fails on the merged run.
 pub fn k8s_run(args: &K8sRunArgs, stop: &AtomicBool) -> Result<Outcome, CommandError> {
     let timeout = parse_duration("--timeout", &args.timeout).map_err(CommandError::usage)?;
+    check_outputs(args.output.as_deref(), args.html.as_deref())?;
     let spec = crate::k8s::build(&args.job, SystemTime::now()).map_err(CommandError::usage)?;
     let output = crate::merge::Output {
         file: args.output.clone(),

@@ -231,6 +231,9 @@ impl<W: Wire> Walk<'_, W> {
             }
             Err(err) => {
                 self.fail(stat, &err, from);
+                if !ctx.shared.open_model {
+                    ctx.connector.back_off(&err).await;
+                }
                 false
             }
         }

@@ -184,6 +184,15 @@ impl AsyncWrite for Stream {
     }
 }
 
+/// The closed model's first wait after a failed connect, before the
+/// loop's next try; it doubles with each failed try, up to
+/// [`BACKOFF_AT_MOST`], and a successful connect sets it back.
+pub const BACKOFF_FIRST: Duration = Duration::from_millis(10);
+
+/// The longest wait between failed connects: a target that comes back is
+/// found within a second.
+pub const BACKOFF_AT_MOST: Duration = Duration::from_secs(1);
+
 /// Opens connections to one target for one worker.
 pub struct Connector {
     addrs: Vec<SocketAddr>,
@@ -195,6 +204,9 @@ pub struct Connector {
     connect_timeout: Duration,
     /// The worker's ring, when the run's sockets are driven by io_uring.
     ring: Option<Rc<Ring>>,
+    /// While the worker's connects fail: the wait before its next try
+    /// ([`Connector::back_off`]). `None` while they succeed.
+    backoff: Cell<Option<Duration>>,
 }
 
 impl Connector {
@@ -205,6 +217,7 @@ impl Connector {
             tls,
             connect_timeout,
             ring: None,
+            backoff: Cell::new(None),
         }
     }
 
@@ -225,15 +238,39 @@ impl Connector {
     /// timeout; a finished handshake is recorded in `recorder` (this
     /// worker's own: borrowed only after the handshake, never across an
     /// await).
+    ///
+    /// A failed connect starts (or continues) a series of failures, whose
+    /// time the recorder counts as refused and after which the loop waits
+    /// ([`Connector::back_off`]); a successful one ends it.
     pub async fn connect(&self, recorder: &RefCell<Recorder>) -> Result<Stream, RequestError> {
         let deadline = tokio::time::Instant::now() + self.connect_timeout;
-        let transport = match tokio::time::timeout_at(deadline, self.connect_transport()).await {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(RequestError::new(
-                    ErrorKind::Connect,
-                    ErrorDetail::ConnectTimeout(self.connect_timeout),
-                ));
+        let connected = match tokio::time::timeout_at(deadline, self.connect_transport()).await {
+            Ok(result) => result,
+            Err(_) => Err(RequestError::new(
+                ErrorKind::Connect,
+                ErrorDetail::ConnectTimeout(self.connect_timeout),
+            )),
+        };
+        let transport = match connected {
+            Ok(transport) => {
+                if self.backoff.get().is_some() {
+                    self.backoff.set(None);
+                    recorder.borrow_mut().connects_restored(Instant::now());
+                }
+                transport
+            }
+            Err(err) => {
+                if self.backoff.get().is_none() {
+                    self.backoff.set(Some(BACKOFF_FIRST));
+                    // A timed-out connect was refused from its start.
+                    let now = Instant::now();
+                    let began = match err.detail {
+                        ErrorDetail::ConnectTimeout(took) => now.checked_sub(took).unwrap_or(now),
+                        _ => now,
+                    };
+                    recorder.borrow_mut().connects_refused(began);
+                }
+                return Err(err);
             }
         };
         let Some(tls) = &self.tls else {
@@ -254,6 +291,26 @@ impl Connector {
                 ErrorDetail::HandshakeTimeout(self.connect_timeout),
             )),
         }
+    }
+
+    /// The closed model, after a request that failed with `err`: when it
+    /// was a failed connect and the worker's connects are failing, waits
+    /// before the loop's next try, so that a dead target is tried a few
+    /// times a second rather than as fast as the kernel refuses (hundreds
+    /// of thousands of times a second, each counted as an error, and a
+    /// storm for a target that comes back). The wait doubles with each
+    /// failed try up to [`BACKOFF_AT_MOST`]. Returns at once otherwise: a
+    /// worker whose connects succeed does nothing more. The phase's end and
+    /// Ctrl-C end the wait, as they end every loop.
+    pub async fn back_off(&self, err: &RequestError) {
+        if err.kind != ErrorKind::Connect {
+            return;
+        }
+        let Some(wait) = self.backoff.get() else {
+            return;
+        };
+        self.backoff.set(Some((wait * 2).min(BACKOFF_AT_MOST)));
+        tokio::time::sleep(wait).await;
     }
 
     /// A connected socket, as this worker drives it: connected on its

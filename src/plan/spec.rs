@@ -210,7 +210,7 @@ pub(super) fn parse_urls(urls: &[String]) -> Result<Vec<Target>, PlanError> {
     }
     Ok(urls
         .iter()
-        .map(|url| Target::parse(url))
+        .map(|url| Target::parse_or_http(url))
         .collect::<Result<_, _>>()?)
 }
 

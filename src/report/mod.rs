@@ -206,6 +206,11 @@ pub struct Summary {
     /// Only when TLS handshakes were made in the measured phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsHandshakes>,
+    /// Only when connects failed: for how long, in seconds, the target
+    /// refused connections (from a failed connect until one succeeded), so
+    /// that the failure share reads by time as well as by attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_s: Option<f64>,
     pub status: BTreeMap<String, u64>,
     pub errors_by_kind: BTreeMap<String, u64>,
     /// One example message per error kind.
@@ -460,6 +465,9 @@ impl Summary {
             failures_ms: Latency::from_timings(&snap.failures),
             schedule: (snap.pacing.sent > 0).then(|| Schedule::from_pacing(&snap.pacing)),
             tls: TlsHandshakes::from_handshakes(&snap.handshakes),
+            // Within the run: the last interval's part counts to its end.
+            refused_s: (snap.refused_us > 0)
+                .then(|| (snap.refused_us as f64 / 1e6).min(elapsed.as_secs_f64())),
             status: snap
                 .status_counts()
                 .map(|(code, n)| (code.to_string(), n))

@@ -51,6 +51,12 @@ pub fn ms(value: f64) -> String {
     }
 }
 
+/// A latency figure, or a dash where no request succeeded and there is
+/// none to show (a 0.000 would read as an instant answer).
+pub fn ms_or_dash(value: f64, any: bool) -> String {
+    if any { ms(value) } else { "-".to_string() }
+}
+
 /// The header of the per-interval log.
 pub fn log_header(watching: bool) -> String {
     let mut header = format!(
@@ -65,15 +71,17 @@ pub fn log_header(watching: bool) -> String {
 
 /// The req/s, errors and latency columns an interval row and its step rows
 /// share, so the two stay aligned under one header.
+/// An interval without a successful response has dashes for latency.
 fn rate_and_latency(row: &SeriesRow) -> String {
+    let any = row.requests > row.errors;
     format!(
         "{:>11} {:>8} {:>9} {:>9} {:>9} {:>9}",
         thousands(row.rps.round() as u64),
         thousands(row.errors),
-        ms(row.p50),
-        ms(row.p90),
-        ms(row.p99),
-        ms(row.max)
+        ms_or_dash(row.p50, any),
+        ms_or_dash(row.p90, any),
+        ms_or_dash(row.p99, any),
+        ms_or_dash(row.max, any)
     )
 }
 
@@ -101,30 +109,39 @@ pub fn step_log_row(name: &str, row: &SeriesRow) -> String {
     format!("  {name:<18} {}", rate_and_latency(row))
 }
 
-/// The per-step table of a scenario's summary.
+/// The per-step table of a scenario's summary: each name whole (the name
+/// column is as wide as the longest), so that two steps whose names begin
+/// alike are told apart.
 pub fn steps_table(run: &RunReport) -> String {
     let mut out = String::new();
     if run.steps.is_empty() {
         return out;
     }
+    let width = run
+        .steps
+        .iter()
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(24);
     let _ = writeln!(
         out,
-        "steps\n  {:<24} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "steps\n  {:<width$} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}",
         "name", "requests", "errors", "req/s", "p50 ms", "p99 ms", "max ms"
     );
     for step in &run.steps {
         let s = &step.summary;
-        let name: String = step.name.chars().take(24).collect();
+        let any = s.ok > 0;
         let _ = writeln!(
             out,
-            "  {:<24} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}",
-            name,
+            "  {:<width$} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9}",
+            step.name,
             thousands(s.requests),
             thousands(s.errors),
             thousands(s.rps.round() as u64),
-            ms(s.latency_ms.p50),
-            ms(s.latency_ms.p99),
-            ms(s.latency_ms.max)
+            ms_or_dash(s.latency_ms.p50, any),
+            ms_or_dash(s.latency_ms.p99, any),
+            ms_or_dash(s.latency_ms.max, any)
         );
         for (kind, example) in &s.error_examples {
             let _ = writeln!(out, "      {kind}: {example}");
@@ -235,19 +252,40 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
         thousands(s.ok),
         thousands(s.errors)
     );
+    if let Some(refused) = s.refused_s {
+        let _ = writeln!(
+            out,
+            "  refused      connections refused for {refused:.2} s of the run's {:.2} s ({:.0}%)",
+            s.elapsed_s,
+            100.0 * refused / s.elapsed_s.max(1e-9)
+        );
+    }
     match &run.io {
         Some(io) => writeln!(out, "  protocol     {} (on {io})", run.protocol),
         None => writeln!(out, "  protocol     {}", run.protocol),
     }
     .ok();
     let _ = writeln!(out, "  elapsed      {:.2} s", s.elapsed_s);
-    let _ = writeln!(
-        out,
-        "  throughput   {} req/s, {}",
-        thousands(s.rps.round() as u64),
-        bytes_rate(s.bytes_per_s)
-    );
+    // Where nothing succeeded, the rate is of attempts: "43,251 req/s"
+    // would read as a target that answered them.
+    if s.ok == 0 && s.requests > 0 {
+        let _ = writeln!(
+            out,
+            "  throughput   0 responses/s, {} attempts/s (none succeeded), {}",
+            thousands(s.rps.round() as u64),
+            bytes_rate(s.bytes_per_s)
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  throughput   {} req/s, {}",
+            thousands(s.rps.round() as u64),
+            bytes_rate(s.bytes_per_s)
+        );
+    }
     let l = &s.latency_ms;
+    let any = s.ok > 0;
+    let lat = |value: f64| ms_or_dash(value, any);
     let _ = writeln!(
         out,
         "latency (ms, successful requests{})",
@@ -260,25 +298,25 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
     let _ = writeln!(
         out,
         "  min {}   mean {}   stdev {}   max {}",
-        ms(l.min),
-        ms(l.mean),
-        ms(l.stdev),
-        ms(l.max)
+        lat(l.min),
+        lat(l.mean),
+        lat(l.stdev),
+        lat(l.max)
     );
     let _ = writeln!(
         out,
         "  p50 {}   p75 {}   p90 {}   p95 {}",
-        ms(l.p50),
-        ms(l.p75),
-        ms(l.p90),
-        ms(l.p95)
+        lat(l.p50),
+        lat(l.p75),
+        lat(l.p90),
+        lat(l.p95)
     );
     let _ = writeln!(
         out,
         "  p99 {}   p99.9 {}   p99.99 {}",
-        ms(l.p99),
-        ms(l.p999),
-        ms(l.p9999)
+        lat(l.p99),
+        lat(l.p999),
+        lat(l.p9999)
     );
     if detail == Detail::Verbose
         && let hist = &run.histogram.0
@@ -298,10 +336,10 @@ pub fn summary(run: &RunReport, detail: Detail) -> String {
         let _ = writeln!(
             out,
             "  p50 {}   p90 {}   p99 {}   max {}",
-            ms(sv.p50),
-            ms(sv.p90),
-            ms(sv.p99),
-            ms(sv.max)
+            lat(sv.p50),
+            lat(sv.p90),
+            lat(sv.p99),
+            lat(sv.max)
         );
         let _ = writeln!(
             out,

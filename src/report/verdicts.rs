@@ -18,6 +18,14 @@ pub struct LevelRow {
     pub within_slo: bool,
 }
 
+impl LevelRow {
+    /// Whether any request of the level succeeded: without one, its
+    /// latency figures are not shown.
+    pub fn any_succeeded(&self) -> bool {
+        self.requests > 0 && self.error_pct < 100.0
+    }
+}
+
 /// The five criteria.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Verdict5 {

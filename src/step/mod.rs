@@ -10,7 +10,7 @@ use crate::cli::StepArgs;
 use crate::engine::{EngineError, Silent};
 use crate::plan::{LoadAsk, Plan, PlanError, RunSpec, load_file, parse_duration};
 use crate::report::live::LiveView;
-use crate::report::text::{Detail, ms, thousands};
+use crate::report::text::{Detail, ms, ms_or_dash, thousands};
 pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
 use crate::report::{Report, RunReport};
 use crate::run::{Output, Session, Verdict, pause};
@@ -294,8 +294,8 @@ pub fn execute(
                 format_load(*level),
                 thousands(row.requests),
                 thousands(row.rps.round() as u64),
-                ms(row.p50_ms),
-                ms(row.p99_ms),
+                ms_or_dash(row.p50_ms, row.any_succeeded()),
+                ms_or_dash(row.p99_ms, row.any_succeeded()),
                 row.error_pct,
                 if row.within_slo { "" } else { "  (outside the SLO)" }
             );
@@ -422,8 +422,8 @@ pub fn render(step: &StepReport) -> String {
             format_load(l.load),
             thousands(l.requests),
             thousands(l.rps.round() as u64),
-            ms(l.p50_ms),
-            ms(l.p99_ms),
+            ms_or_dash(l.p50_ms, l.any_succeeded()),
+            ms_or_dash(l.p99_ms, l.any_succeeded()),
             l.error_pct,
             if l.within_slo { "ok" } else { "broken" }
         );

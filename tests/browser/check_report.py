@@ -16,6 +16,16 @@ from common import browser_page, check, no_json_in, number, run, x_pixel
 QUANTILES = ("p50", "p90", "p99", "max")
 
 
+def answered(row):
+    return row["requests"] > row["errors"]
+
+
+def pieces(rows):
+    """How many runs of intervals with responses there are: the latency
+    chart's lines, each ending at an interval without one (a gap)."""
+    return sum(1 for i, r in enumerate(rows) if answered(r) and (i == 0 or not answered(rows[i - 1])))
+
+
 def check_run_charts(page, report):
     runs = report["runs"]
     for i, run in enumerate(runs):
@@ -24,8 +34,14 @@ def check_run_charts(page, report):
             fig = page.locator(f'figure[data-chart="{name}-{i}"]')
             check(fig.count() == 1, f"chart {name}-{i} is missing")
             drawn = int(fig.get_attribute("data-points"))
-            check(drawn == rows, f"chart {name}-{i} drew {drawn} of {rows} intervals")
+            # An interval without responses has no latency: a gap, not 0 ms.
+            expected = sum(map(answered, run["series"])) if name == "latency" else rows
+            check(drawn == expected, f"chart {name}-{i} drew {drawn} of {expected} intervals")
             check(fig.locator("polyline").count() >= 1, f"chart {name}-{i} has no line")
+        fig = page.locator(f'figure[data-chart="latency-{i}"]')
+        lines = fig.locator('polyline[data-series="p99"]').count()
+        expected = max(1, pieces(run["series"]))
+        check(lines == expected, f"latency-{i}'s p99 is {lines} lines, not {expected}: a gap was not left for each interval without responses")
         spectrum = page.locator(f'figure[data-chart="spectrum-{i}"]')
         if run["summary"]["ok"]:
             check(int(spectrum.get_attribute("data-points")) >= 10, f"spectrum-{i} drew too few points")
@@ -38,6 +54,8 @@ def check_hover(page, run, index):
     fig = page.locator(f'figure[data-chart="latency-{index}"]')
     rows = run["series"]
     target = len(rows) // 2
+    # The interval nearest the middle that has figures to show.
+    target = min((i for i, r in enumerate(rows) if answered(r)), key=lambda i: abs(i - target), default=target)
     x, y = x_pixel(page, fig, rows[target]["t_s"])
     page.mouse.move(x, y)
     tip = fig.locator(".tip")

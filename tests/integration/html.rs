@@ -131,6 +131,48 @@ fn the_html_report_reads_right_in_a_browser() {
     );
 }
 
+/// A stall of the target leaves intervals without a response: the latency
+/// chart has a gap there (its lines stop and start again), not a drop to
+/// 0 ms, and the JSON report keeps such intervals' figures as numbers.
+#[test]
+fn an_interval_without_responses_is_a_gap_in_the_latency_chart() {
+    let _exclusive = exclusive();
+    let server = super::support::target();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let url = super::support::url(&server, "/hi");
+    let out = super::support::paused_during(&server, Duration::from_millis(400), 1000, || {
+        volley(&[
+            "run",
+            "-c",
+            "4",
+            "-d",
+            "2500ms",
+            "--interval",
+            "100ms",
+            "--timeout",
+            "5s",
+            "-q",
+            "--html",
+            &path("stall.html"),
+            "-o",
+            &path("stall.json"),
+            &url,
+        ])
+    });
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = read_report(&dir.path().join("stall.json"));
+    let rows = report["runs"][0]["series"].as_array().unwrap();
+    let silent = rows.iter().filter(|r| r["requests"] == r["errors"]).count();
+    assert!(silent >= 3, "the stall left {silent} intervals without responses");
+    assert!(
+        rows.iter().all(|r| r["p99"].is_number()),
+        "the schema's numbers stay"
+    );
+    let Some(python) = browser_python() else { return };
+    check_report_page(&python, dir.path(), "stall");
+}
+
 /// The page rendered again from a saved report is the run's own only if
 /// every figure reads back to the last bit (an interval's end, 7 x 0.2 s,
 /// is written 1.4000000000000001). serde_json's default parser can land

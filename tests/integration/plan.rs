@@ -394,3 +394,66 @@ fn rampup_index_and_the_per_step_log() {
     );
     assert!(text.contains("steps\n"), "{text}");
 }
+
+/// The text table of steps shows each name whole: two names that begin
+/// alike for more than 24 characters are told apart, and a step none of
+/// whose requests succeeded shows dashes, not 0.000, for its latency.
+#[test]
+fn the_steps_table_shows_whole_names_and_no_latency_for_a_failed_step() {
+    let server = target();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("names.yml");
+    std::fs::write(
+        &plan,
+        format!(
+            "base: '{}'\niterations: 5\nplan:\n  - name: Fetch the user's account page first\n    request: {{url: /hi}}\n  - name: Fetch the user's account page again\n    request: {{url: /status/500}}\n",
+            url(&server, "")
+        ),
+    )
+    .unwrap();
+    let out = volley(&["plan", "-q", plan.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no row for '{name}' in:\n{text}"))
+            .to_string()
+    };
+    let last_three =
+        |row: &str| -> Vec<String> { row.split_whitespace().rev().take(3).map(str::to_string).collect() };
+    let answered = row("Fetch the user's account page first");
+    assert!(
+        last_three(&answered).iter().all(|c| c.parse::<f64>().is_ok()),
+        "{answered}"
+    );
+    let failed = row("Fetch the user's account page again");
+    assert_eq!(last_three(&failed), ["-", "-", "-"], "{failed}");
+}
+
+/// A plan's -n and -R count iterations of its flow, and step's
+/// --step-requests with --plan too: the help says so, where `volley run`'s
+/// -n counts requests.
+#[test]
+fn the_help_says_a_plan_counts_iterations() {
+    let help = |command: &str| {
+        let out = volley(&[command, "--help"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).replace('\n', " ")
+    };
+    let flag = |text: &str, flag: &str| -> String {
+        let at = text.find(flag).unwrap_or_else(|| panic!("no {flag} in {text}"));
+        text[at..].chars().take(160).collect()
+    };
+    let plan = help("plan");
+    let n = flag(&plan, "--requests <REQUESTS>");
+    assert!(n.contains("iterations of the plan's flow"), "{n}");
+    let rate = flag(&plan, "--rate [<N>]");
+    assert!(
+        rate.contains("iterations of the plan's flow per second"),
+        "{rate}"
+    );
+    let step = flag(&help("step"), "--step-requests <N>");
+    assert!(step.contains("with --plan: this many iterations"), "{step}");
+    let run = flag(&help("run"), "--requests <REQUESTS>");
+    assert!(run.contains("measured requests"), "{run}");
+}

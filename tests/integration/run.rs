@@ -649,3 +649,147 @@ fn a_large_body_file_is_held_twice_not_four_times() {
         "peak RSS {peak} bytes for a {BODY}-byte body"
     );
 }
+
+/// A report file that cannot be written is found before the load starts:
+/// one line, exit 2, and the target sees no request (the report is not
+/// lost at the end of a long run).
+#[test]
+fn an_unwritable_output_is_refused_before_any_request() {
+    let server = target();
+    let url = url(&server, "/");
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("kept.json");
+    std::fs::write(&kept, "as it was").unwrap();
+    let kept = kept.to_str().unwrap();
+    for (command, flag) in [
+        ("run", "-o"),
+        ("run", "--html"),
+        ("run", "--stream"),
+        ("step", "-o"),
+        ("step", "--html"),
+    ] {
+        let mut args = vec![command, flag, "/nonexistent/dir/x.json"];
+        if command == "step" {
+            args.extend(["--levels", "1,2", "--step-duration", "1s"]);
+        } else {
+            args.extend(["-c", "2", "-d", "1s"]);
+        }
+        // A file that can be written beside the one that cannot: left as it was.
+        if flag != "-o" {
+            args.extend(["-o", kept]);
+        }
+        args.push(&url);
+        usage_error(
+            &args,
+            &format!("{flag} '/nonexistent/dir/x.json' cannot be written"),
+        );
+    }
+    let out = volley(&["merge", "-o", "/nonexistent/dir/x.json", kept]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("-o '/nonexistent/dir/x.json' cannot be written"));
+    assert_eq!(server.stats().connections_accepted, 0);
+    assert_eq!(server.stats().requests_received, 0);
+    assert_eq!(std::fs::read_to_string(kept).unwrap(), "as it was");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing left behind"
+    );
+}
+
+/// A run where nothing succeeded shows no latency figures (dashes, not
+/// 0.000) and its rate as attempts, not as answered requests.
+#[test]
+fn a_run_where_nothing_succeeded_shows_no_latency() {
+    let url = format!("http://127.0.0.1:{}/", super::receivers::free_port());
+    let out = volley(&["run", "-d", "500ms", "-c", "2", "--interval", "100ms", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let line = |start: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no '{start}' line in:\n{text}"))
+            .to_string()
+    };
+    assert_eq!(line("min "), "  min -   mean -   stdev -   max -", "{text}");
+    assert_eq!(line("p50 "), "  p50 -   p75 -   p90 -   p95 -");
+    assert_eq!(line("p99 "), "  p99 -   p99.9 -   p99.99 -");
+    let throughput = line("throughput");
+    assert!(
+        throughput.contains("0 responses/s") && throughput.contains("attempts/s"),
+        "{throughput}"
+    );
+    assert!(!throughput.contains("req/s"), "{throughput}");
+    // Each interval of the log: dashes where the latency columns were.
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("p50 ms"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("summary"))
+        .collect();
+    assert!(!rows.is_empty(), "{text}");
+    for row in rows {
+        let columns: Vec<&str> = row.split_whitespace().rev().take(4).collect();
+        assert_eq!(columns, ["-", "-", "-", "-"], "{row}");
+    }
+}
+
+/// `host:port/path` without a scheme is read as `http://`, as curl reads
+/// it, with a note on stderr.
+#[test]
+fn a_url_without_a_scheme_is_read_as_http() {
+    let server = target();
+    let port = server.addr().port();
+    for host in ["127.0.0.1", "localhost"] {
+        let given = format!("{host}:{port}/hi");
+        let out = volley(&["run", "-n", "10", "-c", "1", "-q", &given]);
+        assert!(out.status.success(), "{given}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("note: no scheme given: read as http://{given}")),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).contains("10 ok"), "{}", stdout(&out));
+    }
+}
+
+/// A dead target is not hammered: under the closed model each refused
+/// connect waits before the next try (doubling to a second), so a 2 s run
+/// at -c 4 makes a few dozen tries, not hundreds of thousands, each counted
+/// as an error; the report says how long connections were refused.
+#[test]
+fn a_dead_target_is_tried_with_backoff_and_its_refused_time_reported() {
+    let _timed = timed();
+    let url = format!("http://127.0.0.1:{}/", super::receivers::free_port());
+    let started = Instant::now();
+    let (out, report) = volley_json(&["run", "-d", "2s", "-c", "4", "-t", "2", &url]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the run kept to its deadline"
+    );
+    let s = summary(&report);
+    let tries = s["errors"].as_u64().unwrap();
+    assert_eq!(s["errors_by_kind"]["connect"].as_u64(), Some(tries), "{s}");
+    assert!(
+        (4..=300).contains(&tries),
+        "{tries} connect attempts in 2 s at -c 4"
+    );
+    let refused = num(&s["refused_s"]);
+    assert!(
+        (1.5..=2.2).contains(&refused),
+        "refused for {refused} s of {}",
+        s["elapsed_s"]
+    );
+    assert!(
+        schema_violations(&report).is_empty(),
+        "{:?}",
+        schema_violations(&report)
+    );
+    let out = volley(&["run", "-d", "1s", "-c", "2", &url]);
+    assert!(
+        stdout(&out).contains("connections refused for"),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -194,13 +194,29 @@ function drawChart(figure, spec) {
   const plot = svgNode('g', { 'clip-path': `url(#${clip})` }, svg);
   let drawn = 0;
   for (const s of visible) {
-    const inside = s.points.filter(([x, y], i, all) => y !== null && Number.isFinite(y) && (!spec.x.log || x > 0)
-      && (!spec.y.log || y > 0)
-      && (x >= d.x0 || (all[i + 1] && all[i + 1][0] >= d.x0)) && (x <= d.x1 || (i > 0 && all[i - 1][0] <= d.x1)));
-    const coords = inside.map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(' ');
-    svgNode('polyline', { points: coords, stroke: s.color, class: s.dashed ? 'line dashed' : 'line', 'data-series': s.name }, plot);
-    if (inside.length === 1) svgNode('circle', { cx: sx(inside[0][0]), cy: sy(inside[0][1]), r: 3, fill: s.color }, plot);
-    drawn = Math.max(drawn, inside.length);
+    const shown = ([x, y], i, all) => (!spec.x.log || x > 0) && (!spec.y.log || y > 0)
+      && (x >= d.x0 || (all[i + 1] && all[i + 1][0] >= d.x0)) && (x <= d.x1 || (i > 0 && all[i - 1][0] <= d.x1));
+    // A point without a value (an interval without responses) is a gap:
+    // the line stops before it and starts again after, rather than
+    // joining its neighbours or dropping to zero.
+    const pieces = [[]];
+    s.points.forEach((p, i, all) => {
+      if (p[1] === null || !Number.isFinite(p[1])) {
+        if (pieces[pieces.length - 1].length) pieces.push([]);
+      } else if (shown(p, i, all)) {
+        pieces[pieces.length - 1].push(p);
+      }
+    });
+    const lines = pieces.filter((piece) => piece.length);
+    if (!lines.length) lines.push([]);
+    let count = 0;
+    for (const piece of lines) {
+      const coords = piece.map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(' ');
+      svgNode('polyline', { points: coords, stroke: s.color, class: s.dashed ? 'line dashed' : 'line', 'data-series': s.name }, plot);
+      if (piece.length === 1) svgNode('circle', { cx: sx(piece[0][0]), cy: sy(piece[0][1]), r: 3, fill: s.color }, plot);
+      count += piece.length;
+    }
+    drawn = Math.max(drawn, count);
   }
   figure.dataset.points = drawn;
   for (const m of spec.markers || []) {

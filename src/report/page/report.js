@@ -4,7 +4,8 @@
 // and the live dashboard, which feeds it one interval at a time.
 'use strict';
 
-const ms = (v) => `${formatNumber(v)} ms`;
+// A dash, not "0 ms", where there is no figure (nothing succeeded).
+const ms = (v) => (v === null || v === undefined || !Number.isFinite(v) ? '-' : `${formatNumber(v)} ms`);
 const pct = (v) => `${formatNumber(v)}%`;
 
 function section(parent, title, className) {
@@ -54,6 +55,15 @@ function seriesOf(rows, key) {
   return rows.map((r) => [r.t_s, typeof key === 'function' ? key(r) : r[key]]);
 }
 
+// Whether a summary or an interval had a successful response: without
+// one its latency figures are zeros that mean "none", drawn as a gap and
+// shown as a dash.
+const answered = (m) => m && m.requests > m.errors;
+
+// An interval's latency figure, or null (a gap in the chart) for an
+// interval without a successful response.
+const latencyOf = (pick) => (r) => (answered(r) ? pick(r) : null);
+
 const timeAxis = { label: 'time since start (s)', name: 'time', hover: (v) => `${formatNumber(v)} s` };
 
 function thresholdsBlock(parent, thresholds, url) {
@@ -69,7 +79,7 @@ function thresholdsBlock(parent, thresholds, url) {
 function summaryTiles(parent, summary, thresholds, url, openModel) {
   const tiles = htmlNode('div', { class: 'tiles' }, parent);
   const s = summary || {};
-  const lat = s.latency_ms || {};
+  const lat = answered(s) ? s.latency_ms || {} : {};
   const errorPct = s.requests ? (100 * s.errors) / s.requests : 0;
   const failed = (name) => {
     const t = (thresholds || []).filter((x) => x.url === url && x.criterion.startsWith(name));
@@ -77,14 +87,17 @@ function summaryTiles(parent, summary, thresholds, url, openModel) {
     return t.every((x) => x.passed) ? 'pass' : 'fail';
   };
   tile(tiles, 'requests', s.requests, formatNumber(s.requests));
-  tile(tiles, 'req/s', s.rps, formatNumber(Math.round(s.rps * 10) / 10), failed('rps'));
+  // Where nothing succeeded the rate is of attempts, not of answers.
+  const rate = s.requests && !answered(s) ? 'attempts/s (none succeeded)' : 'req/s';
+  tile(tiles, rate, s.rps, formatNumber(Math.round(s.rps * 10) / 10), failed('rps'));
   tile(tiles, 'errors', errorPct, pct(errorPct), failed('error'));
   tile(tiles, 'p50', lat.p50, ms(lat.p50), failed('p50'));
   tile(tiles, 'p99', lat.p99, ms(lat.p99), failed('p99'));
   tile(tiles, 'max', lat.max, ms(lat.max), failed('max'));
   if (openModel && s.service_ms) {
-    tile(tiles, 'service p50', s.service_ms.p50, ms(s.service_ms.p50));
-    tile(tiles, 'service p99', s.service_ms.p99, ms(s.service_ms.p99));
+    const service = answered(s) ? s.service_ms : {};
+    tile(tiles, 'service p50', service.p50, ms(service.p50));
+    tile(tiles, 'service p99', service.p99, ms(service.p99));
   }
 }
 
@@ -181,20 +194,20 @@ function runSection(parent, run, index, ctx) {
   }) });
   chart(node, { id: tag('throughput'), title: 'Requests and errors per second', x: timeAxis, y: { label: 'per second', unit: '/s' }, series: throughput });
   const quantiles = ['p50', 'p90', 'p99', 'max'];
-  const latency = quantiles.map((k) => ({ name: k, points: seriesOf(rows, k) }));
+  const latency = quantiles.map((k) => ({ name: k, points: seriesOf(rows, latencyOf((r) => r[k])) }));
   // Under -R each interval's service time (from the actual send) is drawn
   // beside the latency from the intended send: the same colour, dashed, so
   // the gap between a pair of lines is the time spent queueing.
   const withService = ctx.openModel && rows.some((r) => r.service);
   if (withService) {
     quantiles.forEach((k, i) => latency.push({
-      name: `service ${k}`, color: PALETTE[i], dashed: true, points: seriesOf(rows, (r) => (r.service ? r.service[k] : null)),
+      name: `service ${k}`, color: PALETTE[i], dashed: true, points: seriesOf(rows, latencyOf((r) => (r.service ? r.service[k] : null))),
     }));
   }
   const title = withService ? 'Latency from the intended send, and service time (dashed), over time'
     : ctx.openModel ? 'Latency over time, from the intended send' : 'Latency over time';
   chart(node, { id: tag('latency'), title, x: timeAxis, y: { label: 'ms', unit: 'ms' }, series: latency });
-  if (ctx.openModel && s.service_ms) {
+  if (ctx.openModel && s.service_ms && answered(s)) {
     htmlNode('p', { class: 'service' }, node,
       `Service time (from the actual send, queueing excluded): p50 ${ms(s.service_ms.p50)}, p90 ${ms(s.service_ms.p90)}, `
       + `p99 ${ms(s.service_ms.p99)}, max ${ms(s.service_ms.max)}; latency from the intended send: p50 ${ms(s.latency_ms.p50)}, `
@@ -224,6 +237,11 @@ function runSection(parent, run, index, ctx) {
       + `), taking p50 `
       + `${ms(s.tls.handshake_ms.p50)}, p99 ${ms(s.tls.handshake_ms.p99)}, max ${ms(s.tls.handshake_ms.max)}.`);
   }
+  if (s.refused_s) {
+    htmlNode('p', { class: 'refused' }, node,
+      `Connections were refused for ${formatNumber(s.refused_s)} s of the run's ${formatNumber(s.elapsed_s)} s `
+      + `(${pct(Math.round((1000 * s.refused_s) / Math.max(s.elapsed_s, 1e-9)) / 10)}).`);
+  }
   scheduleWords(node, s.schedule);
   distribution(node, s.distribution);
   outcomes(node, s);
@@ -232,7 +250,7 @@ function runSection(parent, run, index, ctx) {
     htmlNode('h3', {}, node, 'Plan items');
     table(node, ['item', 'requests', 'errors', 'req/s', 'p50', 'p90', 'p99', 'max'], items.map((it) => {
       const m = it.summary || {};
-      const l = m.latency_ms || {};
+      const l = answered(m) ? m.latency_ms || {} : {};
       return [it.name, m.requests, m.errors, m.rps, ms(l.p50), ms(l.p90), ms(l.p99), ms(l.max)];
     }), 'items');
   }
@@ -267,14 +285,20 @@ function stepSection(parent, step) {
   const markers = v.max_load !== null && v.max_load !== undefined ? [{ x: v.max_load, label: 'maximum load' }] : [];
   const x = { label: `load (${unit}, log scale)`, name: 'load', log: true };
   const byLoad = (key) => levels.map((l) => [l.load, l[key]]);
+  // A level where nothing succeeded has no latency: a gap, not 0 ms.
+  const latencyByLoad = (key) => levels.map((l) => [l.load, l.requests && l.error_pct < 100 ? l[key] : null]);
   chart(node, { id: 'levels-latency', title: 'Latency by load level', x, y: { label: 'ms', unit: 'ms' }, markers,
-    series: [{ name: 'p50', points: byLoad('p50_ms') }, { name: 'p99', points: byLoad('p99_ms') }] });
+    series: [{ name: 'p50', points: latencyByLoad('p50_ms') }, { name: 'p99', points: latencyByLoad('p99_ms') }] });
   chart(node, { id: 'levels-rps', title: 'Throughput by load level', x, y: { label: 'req/s', unit: 'req/s' }, markers,
     series: [{ name: 'req/s', points: byLoad('rps') }] });
   chart(node, { id: 'levels-errors', title: 'Errors by load level', x, y: { label: '% of requests', unit: '%' }, markers,
     series: [{ name: 'errors', points: byLoad('error_pct') }] });
   table(node, [`load (${unit})`, 'requests', 'req/s', 'p50', 'p99', 'errors', 'service level'],
-    levels.map((l) => [l.load, l.requests, l.rps, ms(l.p50_ms), ms(l.p99_ms), pct(l.error_pct), l.within_slo ? 'met' : 'broken']));
+    levels.map((l) => {
+      const none = !(l.requests && l.error_pct < 100);
+      return [l.load, l.requests, l.rps, ms(none ? null : l.p50_ms), ms(none ? null : l.p99_ms), pct(l.error_pct),
+        l.within_slo ? 'met' : 'broken'];
+    }));
 }
 
 function humanKey(key) {
