@@ -9,6 +9,7 @@ duration plus a hard timeout.
 import atexit
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -289,8 +290,10 @@ def alternate(name, tools, rounds, run):
         for tool, fn in (tools if r % 2 == 0 else tools[::-1]):
             res = run(tool, fn)
             results[tool].append(res)
+            # A tool that prints no median (h2load) has none to show.
+            p50 = "" if math.isnan(res["p50_ms"]) else f"p50 {res['p50_ms']:.3f} ms, "
             print(f"  {name} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
-                  f"{res['cpu_us_per_req']:.2f} us/req, p50 {res['p50_ms']:.3f} ms, "
+                  f"{res['cpu_us_per_req']:.2f} us/req, {p50}"
                   f"{res['rss_mb']:.1f} MB, {res['errors']} errors", flush=True)
     return results
 

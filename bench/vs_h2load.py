@@ -6,7 +6,8 @@ nginx (one worker, a 5-byte body, a self-signed certificate made at start,
 TLS 1.3 with one cipher suite for every tool) is pinned to the last core and
 serves two ports: HTTP/2 (ALPN h2) and HTTP/1.1 only. Each generator runs
 pinned to the other core(s) with one thread. Tools alternate within each
-round and medians are compared as ratios. Each process's own CPU time and
+round, every other round in the reverse order, and medians are compared as
+ratios. Each process's own CPU time and
 peak RSS come from GNU time. A tool that reports an error or a status other
 than 2xx stops the benchmark. Every load goes to 127.0.0.1 and every run is
 bounded by its duration plus a hard timeout.
@@ -22,8 +23,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import (VOLLEY, free_port, measured, median, publish, run_wrk, split_cores, start_nginx, stop, version,
-                      volley_figures)
+from benchlib import (VOLLEY, alternate, free_port, measured, median, publish, run_wrk, split_cores, start_nginx, stop,
+                      version, volley_figures)
 
 START_MARK = "<!-- generated-h2:start -->"
 END_MARK = "<!-- generated-h2:end -->"
@@ -165,19 +166,14 @@ def table_rows(results, only_peers):
 
 
 def measure(args, cores, h2_port, h1_port):
-    """Every case's rounds, the tools alternating in each: {case: {tool: [figures]}}."""
+    """Every case's rounds, the tools alternating in each (benchlib's
+    `alternate`): {case: {tool: [figures]}}."""
     results = {}
     for name, _, peer, conns, streams in CASES:
         url = f"https://127.0.0.1:{h2_port if streams else h1_port}/"
-        tools = [peer] if args.only_peers else ["volley", peer]
-        results[name] = {tool: [] for tool in tools}
-        for r in range(args.rounds):
-            for tool in tools:
-                res = checked(tool, name, run_tool(tool, url, conns, args.duration, cores, streams))
-                results[name][tool].append(res)
-                print(f"  {name} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
-                      f"{res['cpu_us_per_req']:.2f} us/req, {res['rss_mb']:.1f} MB, "
-                      f"{res['requests']:,} requests, all 2xx", flush=True)
+        tools = [(tool, None) for tool in ([peer] if args.only_peers else ["volley", peer])]
+        results[name] = alternate(name, tools, args.rounds, lambda tool, _: checked(
+            tool, name, run_tool(tool, url, conns, args.duration, cores, streams)))
     return results
 
 
