@@ -9,6 +9,7 @@ duration plus a hard timeout.
 import atexit
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -289,8 +290,10 @@ def alternate(name, tools, rounds, run):
         for tool, fn in (tools if r % 2 == 0 else tools[::-1]):
             res = run(tool, fn)
             results[tool].append(res)
+            # A tool that prints no median (h2load) has none to show.
+            p50 = "" if math.isnan(res["p50_ms"]) else f"p50 {res['p50_ms']:.3f} ms, "
             print(f"  {name} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
-                  f"{res['cpu_us_per_req']:.2f} us/req, p50 {res['p50_ms']:.3f} ms, "
+                  f"{res['cpu_us_per_req']:.2f} us/req, {p50}"
                   f"{res['rss_mb']:.1f} MB, {res['errors']} errors", flush=True)
     return results
 
@@ -315,6 +318,15 @@ class CaseRows:
     def add(self, what, v, peer, ratio, target, met=None):
         verdict = "" if met is None else ("yes" if met else "no")
         self.rows.append(f"| {self.label}: {what} | {v} | {peer} | {ratio:.2f} | {target} | {verdict} |")
+
+    def add_baseline(self, tool, baseline="baseline"):
+        """Two reported rows: `tool` (this build) against `baseline` (an
+        earlier build in the same rounds with the same arguments), CPU per
+        request and req/s, as this build / the baseline."""
+        self.add("CPU/request, this build vs the baseline build", f"{self.cpu(tool):.2f} us",
+                 f"{self.cpu(baseline):.2f} us", self.cpu(tool) / self.cpu(baseline), "reported")
+        self.add("req/s, this build vs the baseline build", f"{self.rps(tool):,.0f}", f"{self.rps(baseline):,.0f}",
+                 self.rps(tool) / self.rps(baseline), "reported")
 
     def add_packets(self, tool, peer, packets, named):
         """A reported row: the packets (`packets`, the figure's key) the
@@ -345,6 +357,15 @@ class CaseRows:
                                    for r in self.rounds[peer])
         self.add(f"{peer}'s kernel time over its CPU/request: the ratio with no user space and its kernel time",
                  "", "", kernel, "reported")
+
+
+def baseline_arg(ap, args):
+    """`--baseline`'s binary, checked: an executable file, or a usage error
+    (exit 2) before anything starts. The .sh wrappers run from the
+    repository's root, so a relative path is taken from there."""
+    if args.baseline and not (os.path.isfile(args.baseline) and os.access(args.baseline, os.X_OK)):
+        ap.error(f"--baseline: {args.baseline} is not an executable file")
+    return args.baseline
 
 
 def version(cmd):

@@ -10,6 +10,12 @@
 #   bench/vs-h2load.sh --rounds 1 --duration 3 # shorter
 #   bench/vs-h2load.sh --only-peers            # h2load and wrk only: no build, no volley
 #   bench/vs-h2load.sh --no-write              # print only
+#   bench/vs-h2load.sh --no-write --baseline OLD_BIN   # also an earlier build in every case, with ratios
+#
+# --baseline BIN (an absolute path, or one from the repository's root) runs
+# that volley binary beside this build, with the same arguments, in the
+# same alternating rounds, and adds per case its CPU per request and req/s
+# and this build's ratios to them (not with --only-peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -10,6 +10,13 @@
 #
 #   bench/vs-h3.sh                   # 3 rounds, writes its table into bench/RESULTS.md
 #   bench/vs-h3.sh --rounds 1 --no-write --cases 50x1
+#   bench/vs-h3.sh --no-write --baseline OLD_BIN   # also an earlier build's h3 in every case, with ratios
+#
+# --baseline BIN (an absolute path, or one from the repository's root) runs
+# that volley binary's h3 beside this build's, with the same arguments, in
+# the same alternating rounds and against the same target (this build's
+# volley serve), and adds per case its CPU per request and req/s and this
+# build's ratios to them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

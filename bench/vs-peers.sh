@@ -9,6 +9,12 @@
 #   bench/vs-peers.sh --target volley # the embedded target instead of nginx
 #   bench/vs-peers.sh --with-oha      # also oha (installs it with cargo if missing)
 #   bench/vs-peers.sh --with-shb      # then shb, on both of volley's I/O backends (bench/vs-shb.sh)
+#   bench/vs-peers.sh --no-write --baseline OLD_BIN   # also an earlier build in every case, with ratios
+#
+# --baseline BIN (an absolute path, or one from the repository's root) runs
+# that volley binary beside this build, with the same arguments, in the
+# same alternating rounds, and adds per case its CPU per request and req/s
+# and this build's ratios to them; with --with-shb it goes to vs-shb.sh too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,8 +29,14 @@ if [[ " $* " == *" --with-shb "* ]]; then
   args=()
   for arg in "$@"; do [ "$arg" = --with-shb ] || args+=("$arg"); done
   python3 bench/vs_peers.py "${args[@]}"
-  write=()
-  [[ " $* " == *" --no-write "* ]] && write=(--no-write)
-  exec bench/vs-shb.sh "${write[@]}"
+  passed=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --no-write | --baseline=*) passed+=("$1") ;;
+      --baseline) passed+=("$1" "${2:-}"); shift ;;
+    esac
+    shift
+  done
+  exec bench/vs-shb.sh "${passed[@]}"
 fi
 exec python3 bench/vs_peers.py "$@"

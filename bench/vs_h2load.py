@@ -6,10 +6,16 @@ nginx (one worker, a 5-byte body, a self-signed certificate made at start,
 TLS 1.3 with one cipher suite for every tool) is pinned to the last core and
 serves two ports: HTTP/2 (ALPN h2) and HTTP/1.1 only. Each generator runs
 pinned to the other core(s) with one thread. Tools alternate within each
-round and medians are compared as ratios. Each process's own CPU time and
+round, every other round in the reverse order, and medians are compared as
+ratios. Each process's own CPU time and
 peak RSS come from GNU time. A tool that reports an error or a status other
 than 2xx stops the benchmark. Every load goes to 127.0.0.1 and every run is
 bounded by its duration plus a hard timeout.
+
+With `--baseline BIN` an earlier volley binary runs every case beside this
+build (as "baseline", with the same arguments, in the same alternating
+rounds), and each case gets two rows: CPU per request and req/s, this build
+/ the baseline.
 
 Writes the figures between the generated-h2 markers of bench/RESULTS.md.
 """
@@ -22,8 +28,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import (VOLLEY, free_port, measured, median, publish, run_wrk, split_cores, start_nginx, stop, version,
-                      volley_figures)
+from benchlib import (VOLLEY, CaseRows, alternate, baseline_arg, free_port, measured, median, publish, run_wrk,
+                      split_cores, start_nginx, stop, version, volley_figures)
 
 START_MARK = "<!-- generated-h2:start -->"
 END_MARK = "<!-- generated-h2:end -->"
@@ -67,11 +73,12 @@ def self_signed_cert(workdir):
     )
 
 
-def volley_command(url, conns, secs, streams=None):
+def volley_command(url, conns, secs, streams=None, binary=VOLLEY):
     """The volley command line of every case (HTTP/2 when `streams` is given,
-    else HTTP/1.1): the one place to change when volley's flags change."""
+    else HTTP/1.1), for this build or `binary`: the one place to change when
+    volley's flags change."""
     protocol = ["--http2", "--streams", str(streams)] if streams else ["--http1.1"]
-    return [str(VOLLEY), "run", *protocol, "-c", str(conns), "-t", "1", "-d", f"{secs}s",
+    return [str(binary), "run", *protocol, "-c", str(conns), "-t", "1", "-d", f"{secs}s",
             "--insecure", "--json", url]
 
 
@@ -103,9 +110,10 @@ def run_h2load(url, conns, secs, cores, streams, threads=1, protocol="h2"):
     }
 
 
-def run_tool(tool, url, conns, secs, cores, streams):
-    if tool == "volley":
-        return volley_figures(volley_command(url, conns, secs, streams), cores, secs + 60)
+def run_tool(tool, url, conns, secs, cores, streams, binary=None):
+    """One run of `tool`; `binary` is volley's for "volley" and "baseline"."""
+    if binary:
+        return volley_figures(volley_command(url, conns, secs, streams, binary), cores, secs + 60)
     if tool == "h2load":
         return run_h2load(url, conns, secs, cores, streams)
     return run_wrk(url, conns, secs, cores)
@@ -144,7 +152,8 @@ def issue_target(key, streams):
 
 
 def table_rows(results, only_peers):
-    """A row of the table for each case and measure, volley's figure against the peer's."""
+    """A row of the table for each case and measure, volley's figure against
+    the peer's, and where a baseline ran, two rows against it."""
     rows = []
     for name, label, peer, _, streams in CASES:
         for what, key, fmt in MEASURES:
@@ -161,23 +170,24 @@ def table_rows(results, only_peers):
             wanted = f"{target[0]} {target[1]:.2f}" if target else "reported"
             rows.append(f"| {label}: {what} | {volley} | {fmt.format(peer_median)} | {ratio} | "
                         f"{wanted} | {met} |")
+        if "baseline" in results[name]:
+            CaseRows(label, results[name], rows).add_baseline("volley")
     return rows
 
 
 def measure(args, cores, h2_port, h1_port):
-    """Every case's rounds, the tools alternating in each: {case: {tool: [figures]}}."""
+    """Every case's rounds, the tools alternating in each (benchlib's
+    `alternate`): {case: {tool: [figures]}}."""
     results = {}
     for name, _, peer, conns, streams in CASES:
         url = f"https://127.0.0.1:{h2_port if streams else h1_port}/"
-        tools = [peer] if args.only_peers else ["volley", peer]
-        results[name] = {tool: [] for tool in tools}
-        for r in range(args.rounds):
-            for tool in tools:
-                res = checked(tool, name, run_tool(tool, url, conns, args.duration, cores, streams))
-                results[name][tool].append(res)
-                print(f"  {name} round {r + 1} {tool}: {res['rps']:,.0f} req/s, "
-                      f"{res['cpu_us_per_req']:.2f} us/req, {res['rss_mb']:.1f} MB, "
-                      f"{res['requests']:,} requests, all 2xx", flush=True)
+        # Each tool with volley's binary, or None for a peer.
+        tools = [] if args.only_peers else [("volley", VOLLEY)]
+        tools.append((peer, None))
+        if args.baseline:
+            tools.append(("baseline", args.baseline))
+        results[name] = alternate(name, tools, args.rounds, lambda tool, binary: checked(
+            tool, name, run_tool(tool, url, conns, args.duration, cores, streams, binary)))
     return results
 
 
@@ -187,7 +197,11 @@ def main():
     ap.add_argument("--duration", type=int, default=5, help="seconds per measured run")
     ap.add_argument("--only-peers", action="store_true", help="run h2load and wrk only, not volley")
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="an earlier volley binary, run beside this build in every case (as 'baseline')")
     args = ap.parse_args()
+    if baseline_arg(ap, args) and args.only_peers:
+        ap.error("--baseline compares this build with another: not with --only-peers, which runs no volley")
 
     target_core, gen_cores = split_cores()
     load = os.getloadavg()[0]
@@ -216,6 +230,8 @@ def main():
              f"the start.")
     if args.only_peers:
         setup += " volley was not run (`--only-peers`)."
+    if args.baseline:
+        setup += f" The baseline build: {args.baseline}."
     publish(START_MARK, END_MARK, setup, "peer", rows, write=not args.no_write)
 
 

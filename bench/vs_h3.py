@@ -18,8 +18,12 @@ wire, and the table gives the floor that the kernel's own work sets: shb's
 kernel share of its CPU per request, and the lower of volley's and shb's
 kernel time against oha's whole CPU per request. Where a connection carries several streams,
 volley's h3 also runs with `--coalesce` (its streams' requests go out in
-rounds; every response still read as it comes). Every load goes to
-127.0.0.1 and every run is bounded by its duration plus a hard timeout.
+rounds; every response still read as it comes). With `--baseline BIN` an
+earlier volley binary runs its h3 beside this build's in every case (as
+"baseline h3", with the same arguments, in the same alternating rounds,
+against this build's target), and each case gets two rows: CPU per request
+and req/s, this build / the baseline. Every load goes to 127.0.0.1 and every
+run is bounded by its duration plus a hard timeout.
 """
 
 import argparse
@@ -27,8 +31,8 @@ import os
 import subprocess
 import time
 
-from benchlib import (VOLLEY, CaseRows, alternate, free_port, median, oha_figures, publish, split_cores, stop,
-                      volley_figures)
+from benchlib import (VOLLEY, CaseRows, alternate, baseline_arg, free_port, median, oha_figures, publish, split_cores,
+                      stop, volley_figures)
 from vs_shb import run_shb
 
 
@@ -44,9 +48,9 @@ def start_target(core, port):
     return proc
 
 
-def run_volley(protocol, more=()):
+def run_volley(protocol, more=(), binary=VOLLEY):
     def run(url, conns, secs, cores, streams):
-        cmd = [str(VOLLEY), "run", f"--{protocol}", "--insecure", "-c", str(conns), "--streams", str(streams),
+        cmd = [str(binary), "run", f"--{protocol}", "--insecure", "-c", str(conns), "--streams", str(streams),
                "-t", "1", "-d", f"{secs}s", "--json", *more, url]
         return volley_figures(cmd, cores, secs + 60)
     return run
@@ -72,7 +76,10 @@ def main():
     ap.add_argument("--secs", type=int, default=5, help="seconds per measured run")
     ap.add_argument("--cases", default="50x1,10x10")
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="an earlier volley binary, its h3 run beside this build's in every case (as 'baseline h3')")
     args = ap.parse_args()
+    baseline = baseline_arg(ap, args)
 
     target_core, gen_cores = split_cores()
     port = free_port()
@@ -86,6 +93,8 @@ def main():
     tools = [("volley h3", run_volley("http3")), ("volley h3 coalesced", run_volley("http3", ["--coalesce"])),
              ("volley h2", run_volley("http2")), ("oha h3", run_oha_h3),
              ("shb h3 unbatched", run_shb_h3(False)), ("shb h3", run_shb_h3(True))]
+    if baseline:
+        tools.append(("baseline h3", run_volley("http3", binary=baseline)))
     results = []
     try:
         for key in args.cases.split(","):
@@ -146,8 +155,12 @@ def main():
         ratio = cpu("volley h3") / cpu("volley h2")
         row("CPU/request, volley's h3 vs its h2 over TLS", f"{cpu('volley h3'):.2f} us",
             f"{cpu('volley h2'):.2f} us (volley h2)", ratio, "<= 1.5", ratio <= 1.5)
+        if baseline:
+            case.add_baseline("volley h3", "baseline h3")
     setup = (f"volley serve --tls --http3 pinned to core {target_core}, each generator one thread on core(s) "
              f"{gen_cores}; {oha_version}; {shb_version}; medians of {args.rounds} alternating rounds of {args.secs} s")
+    if baseline:
+        setup += f"; the baseline build: {baseline}"
     publish("<!-- generated-h3:start -->", "<!-- generated-h3:end -->", setup, "peer", rows,
             write=not args.no_write)
 

@@ -8,15 +8,22 @@ hit both alike, and medians are compared as ratios. Each process's own CPU
 time and peak RSS come from GNU time. Every load goes to 127.0.0.1 and every
 run is bounded by its duration plus a hard timeout.
 
+With `--baseline BIN` an earlier volley binary runs every alternating case
+beside this build (as "baseline", with the same arguments, the target being
+this build's in both), and each case gets two rows: CPU per request and
+req/s, this build / the baseline (the two runs for peak RSS over time are
+this build's alone).
+
 Writes the figures between the generated markers of bench/RESULTS.md.
 """
 
 import argparse
+import functools
 import sys
 import time
 
-from benchlib import (NGINX_HELLO, VOLLEY, alternate, free_port, median, oha_figures, publish, run_wrk, scratch_dir,
-                      split_cores, start_nginx, start_pinned, stop, version, volley_figures)
+from benchlib import (NGINX_HELLO, VOLLEY, CaseRows, alternate, baseline_arg, free_port, median, oha_figures, publish,
+                      run_wrk, scratch_dir, split_cores, start_nginx, start_pinned, stop, version, volley_figures)
 
 START_MARK = "<!-- generated:start -->"
 END_MARK = "<!-- generated:end -->"
@@ -38,8 +45,8 @@ class Target:
         stop(self.proc)
 
 
-def run_volley(url, conns, secs, cores, extra=()):
-    cmd = [str(VOLLEY), "run", "-c", str(conns), "-t", "1", "-d", f"{secs}s", "--json", *extra, url]
+def run_volley(url, conns, secs, cores, extra=(), binary=VOLLEY):
+    cmd = [str(binary), "run", "-c", str(conns), "-t", "1", "-d", f"{secs}s", "--json", *extra, url]
     return volley_figures(cmd, cores, secs + 60)
 
 
@@ -55,16 +62,23 @@ def main():
     ap.add_argument("--secs", type=int, default=5, help="seconds per measured run")
     ap.add_argument("--with-oha", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="an earlier volley binary, run beside this build in every alternating case (as 'baseline')")
     args = ap.parse_args()
+    baseline = baseline_arg(ap, args)
 
     target_core, gen_cores = split_cores()
     workdir = scratch_dir(prefix="volley-bench-")
     target = Target(args.target, target_core, workdir)
     peers = [("volley", run_volley), ("wrk", run_wrk)]
+    if baseline:
+        peers.append(("baseline", functools.partial(run_volley, binary=baseline)))
     started = time.time()
     results = {}
     try:
         def case(name, conns, secs, tools, **kw):
+            # The baseline takes volley's arguments.
+            kw["baseline"] = kw.get("volley", {})
             results[name] = alternate(name, tools, args.rounds,
                                       lambda tool, fn: fn(target.url, conns, secs, gen_cores, **kw.get(tool, {})))
 
@@ -131,9 +145,17 @@ def main():
                     f"{med('c50', 'oha', 'rps'):,.0f}, {med('c50', 'oha', 'cpu_us_per_req'):.2f} us, "
                     f"{med('c50', 'oha', 'rss_mb'):.0f} MB | | | |")
 
+    if baseline:
+        for name, label in (("c50", "50 connections"), ("c10000", "10,000 connections"), ("c1", "1 connection"),
+                            ("nokeepalive", "--no-keepalive, 50 connections"),
+                            ("pipeline16", "--pipeline 16, 50 connections")):
+            CaseRows(label, results[name], rows).add_baseline("volley")
+
     setup = (f"{version(['wrk', '-v'])}; target {args.target} (1 worker) pinned to core "
              f"{target_core}, generators pinned to core(s) {gen_cores} with 1 thread; medians of "
              f"{args.rounds} alternating rounds of {args.secs} s ({time.time() - started:.0f} s in all).")
+    if baseline:
+        setup += f" The baseline build: {baseline}."
     publish(START_MARK, END_MARK, setup, "wrk", rows, write=not args.no_write)
 
 
