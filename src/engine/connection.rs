@@ -226,7 +226,7 @@ async fn send_fixed<W: FastPath>(
         Ok(()) => answered_at,
         Err(lost) => {
             fail(ctx, &lost.err, ticket, sent_at, lost.count);
-            if !ctx.shared.open_model {
+            if !open_model {
                 ctx.connector.back_off(&lost.err).await;
             }
             None

@@ -231,7 +231,7 @@ impl<W: Wire> Walk<'_, W> {
             }
             Err(err) => {
                 self.fail(stat, &err, from);
-                if !ctx.shared.open_model {
+                if !ctx.shared.model.is_open() {
                     ctx.connector.back_off(&err).await;
                 }
                 false
