@@ -647,9 +647,9 @@ pub enum BoardError {
     Count { count: u32, given: u32 },
     #[error("an interval line without its histogram")]
     NoHistogram,
-    /// The decoder's message for an interval's histogram.
+    /// An interval's histogram that does not decode.
     #[error("{0}")]
-    Histogram(String),
+    Histogram(crate::histogram::DecodeError),
     #[error(transparent)]
     Counters(#[from] crate::report::stream::CounterError),
     #[error(transparent)]
