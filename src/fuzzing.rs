@@ -11,7 +11,7 @@ use crate::http2::H2Request;
 use crate::net::{Stream, Transport};
 use crate::request::{Fields, Request};
 use crate::response::BodySink;
-use crate::scenario::template::{Names, Scope, Template, VarRef};
+use crate::scenario::template::{Names, RenderError, Scope, Template, VarRef};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -252,8 +252,9 @@ impl Names for FuzzNames {
 struct FuzzScope(serde_json::Value);
 
 impl Scope for FuzzScope {
-    fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), String> {
-        let value = crate::scenario::template::json_path(&self.0, &var.path).ok_or("no value")?;
+    fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), RenderError> {
+        let value = crate::scenario::template::json_path(&self.0, &var.path)
+            .ok_or_else(|| RenderError::NoValue(var.text.clone()))?;
         crate::scenario::template::write_value(value, out);
         Ok(())
     }

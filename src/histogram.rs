@@ -17,14 +17,23 @@ pub fn encode(hist: &Histogram<u64>) -> String {
     }
 }
 
+/// Why a saved histogram cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("histogram is not base64: {0}")]
+    Base64(base64::DecodeError),
+    #[error("histogram is not HdrHistogram V2: {0:?}")]
+    Hdr(hdrhistogram::serialization::DeserializeError),
+}
+
 /// Decodes what [`encode`] wrote.
-pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
+pub fn decode(text: &str) -> Result<Histogram<u64>, DecodeError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text.trim())
-        .map_err(|e| format!("histogram is not base64: {e}"))?;
+        .map_err(DecodeError::Base64)?;
     Deserializer::new()
         .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("histogram is not HdrHistogram V2: {e:?}"))
+        .map_err(DecodeError::Hdr)
 }
 
 /// A histogram held as a value in memory and written as the V2-deflate
@@ -77,10 +86,10 @@ impl IntervalHistogram {
     }
 
     /// The histogram itself.
-    pub fn histogram(&self) -> Result<Histogram<u64>, String> {
+    pub fn histogram(&self) -> Result<Histogram<u64>, DecodeError> {
         Deserializer::new()
             .deserialize(&mut self.0.as_slice())
-            .map_err(|e| format!("histogram is not HdrHistogram V2: {e:?}"))
+            .map_err(DecodeError::Hdr)
     }
 }
 

@@ -77,7 +77,7 @@ pub enum Mismatch {
     #[error("a series row has no histogram (a report from before volley 0.1's merge support)")]
     NoHistogram,
     #[error("{0}")]
-    Histogram(String),
+    Histogram(crate::histogram::DecodeError),
 }
 
 /// One report given to the merge, with the name it is shown by.

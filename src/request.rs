@@ -214,6 +214,25 @@ impl Overrides {
     }
 }
 
+/// A user's framing header that could contradict the body volley sends.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FramingError {
+    #[error("header '{0}': volley sends every body with its Content-Length; drop the header")]
+    TransferEncoding(String),
+    #[error(
+        "header '{name}: {value}' contradicts the {body_len}-byte body; drop the header (volley sends the body's length)"
+    )]
+    Contradicts {
+        name: String,
+        value: String,
+        body_len: usize,
+    },
+    #[error(
+        "header '{0}' with a templated value or body, whose length changes per request; drop the header (volley sends each body's length)"
+    )]
+    Templated(String),
+}
+
 /// Refuses a user's framing header that could contradict the body volley
 /// sends (the body's bytes past a too-small length would be read as the
 /// next request on the connection). `value` and `body` are `None` when they
@@ -221,13 +240,9 @@ impl Overrides {
 /// `Content-Length` equal to the body's length is fine (it replaces
 /// volley's own); `Transfer-Encoding` never is: volley sends every body with
 /// its length. The error says what to drop.
-// A leaf parser: its message is the value (a plan file's reader puts it
-// beside the field's place).
-pub fn check_framing(name: &str, value: Option<&str>, body: Option<&[u8]>) -> Result<(), String> {
+pub fn check_framing(name: &str, value: Option<&str>, body: Option<&[u8]>) -> Result<(), FramingError> {
     if name.eq_ignore_ascii_case("transfer-encoding") {
-        return Err(format!(
-            "header '{name}': volley sends every body with its Content-Length; drop the header"
-        ));
+        return Err(FramingError::TransferEncoding(name.to_string()));
     }
     if !name.eq_ignore_ascii_case("content-length") {
         return Ok(());
@@ -240,13 +255,12 @@ pub fn check_framing(name: &str, value: Option<&str>, body: Option<&[u8]>) -> Re
         {
             Ok(())
         }
-        (Some(value), Some(body)) => Err(format!(
-            "header '{name}: {value}' contradicts the {}-byte body; drop the header (volley sends the body's length)",
-            body.len()
-        )),
-        _ => Err(format!(
-            "header '{name}' with a templated value or body, whose length changes per request; drop the header (volley sends each body's length)"
-        )),
+        (Some(value), Some(body)) => Err(FramingError::Contradicts {
+            name: name.to_string(),
+            value: value.to_string(),
+            body_len: body.len(),
+        }),
+        _ => Err(FramingError::Templated(name.to_string())),
     }
 }
 

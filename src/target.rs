@@ -225,9 +225,8 @@ impl Target {
 /// Why `--connect-to` gives no address to connect to.
 #[derive(Debug, Error)]
 pub enum ConnectToError {
-    /// The parser's message.
-    #[error("{0}")]
-    Invalid(String),
+    #[error("invalid --connect-to '{0}': use HOST:PORT, e.g. 127.0.0.1:8443")]
+    Usage(String),
     #[error("cannot resolve --connect-to host '{0}'")]
     Resolve(String, #[source] std::io::Error),
     #[error("cannot resolve --connect-to host '{0}': no addresses")]
@@ -237,7 +236,7 @@ pub enum ConnectToError {
 /// `--connect-to HOST:PORT` (`[::1]:8443` for IPv6): the addresses to
 /// connect to instead of the URL's, resolved once before the run.
 pub fn resolve_connect_to(text: &str) -> Result<Vec<SocketAddr>, ConnectToError> {
-    let (host, port) = parse_connect_to(text).map_err(ConnectToError::Invalid)?;
+    let (host, port) = parse_connect_to(text)?;
     let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|e| ConnectToError::Resolve(host.to_string(), e))?
@@ -249,9 +248,8 @@ pub fn resolve_connect_to(text: &str) -> Result<Vec<SocketAddr>, ConnectToError>
 }
 
 /// Checks `--connect-to HOST:PORT` without resolving it: its host and port.
-// A leaf parser: its message is the value.
-pub fn parse_connect_to(text: &str) -> Result<(&str, u16), String> {
-    let usage = || format!("invalid --connect-to '{text}': use HOST:PORT, e.g. 127.0.0.1:8443");
+pub fn parse_connect_to(text: &str) -> Result<(&str, u16), ConnectToError> {
+    let usage = || ConnectToError::Usage(text.to_string());
     let (host, port) = text.rsplit_once(':').ok_or_else(usage)?;
     let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         Some(ipv6) => ipv6,

@@ -114,7 +114,7 @@ pub enum TailError {
     LongLine { shown: String },
     /// The stream line parser's message.
     #[error("{0}: {1}")]
-    Line(String, String),
+    Line(String, crate::report::stream::LineError),
     #[error(
         "{0} is not a volley stream: its first line is not a {STREAM} line (give the files of `volley run --stream FILE`)"
     )]

@@ -10,6 +10,7 @@
 
 pub mod body;
 pub mod head;
+mod parse;
 pub mod request;
 pub mod response;
 

@@ -7,7 +7,7 @@
 //! derived later merges it again without reading the file again.
 
 use super::spec::parse_urls;
-use super::{LoadAsk, Plan, PlanError, RunSpec, StatusSet, invalid};
+use super::{LoadAsk, Plan, PlanError, RunSpec, StatusSet};
 use crate::cli::{PlanArgs, RunArgs};
 use crate::scenario::defs::Settings;
 use crate::scenario::{self, Scenario, StepKind, TagFilter};
@@ -27,22 +27,23 @@ pub fn load_file(args: &PlanArgs) -> Result<LoadedFile, PlanError> {
         tags: args.tags.clone(),
         skip_tags: args.skip_tags.clone(),
     };
-    let scenario =
-        scenario::load(&args.file, &filter, args.base.as_deref()).map_err(|e| invalid(e.to_string()))?;
+    let scenario = scenario::load(&args.file, &filter, args.base.as_deref()).map_err(PlanError::Scenario)?;
     for warning in &scenario.warnings {
         eprintln!("warning: {warning}");
     }
     let run = &args.run;
     if !run.urls.is_empty() {
-        return Err(invalid("volley plan takes its URLs from the plan file ('base')"));
+        return Err(PlanError::Conflict(
+            "volley plan takes its URLs from the plan file ('base')",
+        ));
     }
     if run.method != "GET" || !run.headers.is_empty() || run.body.is_some() || run.body_file.is_some() {
-        return Err(invalid(
+        return Err(PlanError::Conflict(
             "the plan file sets the requests: drop -m, -H, -b and --body-file",
         ));
     }
     if run.pipeline > 1 {
-        return Err(invalid(
+        return Err(PlanError::Conflict(
             "--pipeline does not go with a plan (its requests depend on each other)",
         ));
     }
@@ -58,12 +59,7 @@ pub fn load_file(args: &PlanArgs) -> Result<LoadedFile, PlanError> {
             })
             .and_then(|u| url::Url::parse(&u).ok())
             .map(|u| u.origin().ascii_serialization())
-            .ok_or_else(|| {
-                invalid(format!(
-                    "{}: set 'base' (a plan runs against one origin)",
-                    args.file.display()
-                ))
-            })?,
+            .ok_or_else(|| PlanError::NoBase(args.file.clone()))?,
     };
     let targets = parse_urls(&[origin])?;
     Ok(LoadedFile { scenario, targets })

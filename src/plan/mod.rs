@@ -46,12 +46,82 @@ pub enum PlanError {
     Tls(#[from] crate::tls::TlsError),
     #[error("--monitor-pid")]
     MonitorPid(#[source] crate::monitor::MonitorError),
+    /// A plan file that cannot be read or checked (its place is in the
+    /// message).
+    #[error(transparent)]
+    Scenario(crate::scenario::defs::FileError),
+    /// Flags that do not go together, or one that a plan file or the
+    /// command sets itself: the message says which, and what to do.
     #[error("{0}")]
-    Invalid(String),
-}
-
-fn invalid(msg: impl Into<String>) -> PlanError {
-    PlanError::Invalid(msg.into())
+    Conflict(&'static str),
+    /// A number or a duration outside what its flag takes.
+    #[error("{0}")]
+    OutOfRange(&'static str),
+    #[error("no URL given: volley run http://127.0.0.1:3000/")]
+    NoUrl,
+    #[error("{}: set 'base' (a plan runs against one origin)", .0.display())]
+    NoBase(std::path::PathBuf),
+    #[error("--max-connections {max} is below --connections {connections}")]
+    MaxConnectionsBelow { max: usize, connections: usize },
+    #[error("{flag} goes with https:// URLs")]
+    HttpsOnly { flag: &'static str },
+    #[error("invalid {flag} '{text}': {error} (examples: 10s, 2m, 500ms)")]
+    Duration {
+        flag: String,
+        text: String,
+        error: humantime::DurationError,
+    },
+    #[error("invalid --warmup '{0}'")]
+    Warmup(String),
+    #[error("invalid --status '{0}': use codes like 200,304 or classes like 2xx")]
+    Status(String),
+    #[error("--status names no status code")]
+    NoStatus,
+    #[error("invalid --method '{0}'")]
+    Method(String),
+    #[error("invalid header '{0}': use 'Name: value' or name=value")]
+    Header(String),
+    #[error("invalid header name in '{0}'")]
+    HeaderName(String),
+    #[error("header value in '{0}' contains a line break")]
+    HeaderLineBreak(String),
+    /// A `-H` framing header that could contradict the body.
+    #[error("-H {0}")]
+    Framing(crate::request::FramingError),
+    #[error("cannot read --body-file '{}': {error}", .path.display())]
+    BodyFile {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// `--stages` that do not parse (the parser's message names the flag).
+    #[error("{0}")]
+    Stages(String),
+    /// A criterion of `--threshold` or `--slo` that does not parse.
+    #[error("{flag}: {message}")]
+    Criterion { flag: &'static str, message: String },
+    #[error("invalid --shard '{0}': use I/N with 0 <= I < N, e.g. 0/3")]
+    Shard(String),
+    #[error(
+        "--shard {index}/{count}: {total} {what} cannot be split {count} ways; use at most {total} shards"
+    )]
+    ShardTooFine {
+        index: u32,
+        count: u32,
+        what: &'static str,
+        total: u64,
+    },
+    #[error("shard {index}/{count} of a plan cannot take another load: derive it from the whole plan")]
+    ShardOfShard { index: u32, count: u32 },
+    #[error("invalid --start-at '{text}': {error} (examples: +30s, 2026-11-23T14:00:00Z)")]
+    StartAtOffset {
+        text: String,
+        error: humantime::DurationError,
+    },
+    #[error("invalid --start-at '{text}': {error} (use RFC 3339 in UTC, e.g. 2026-11-23T14:00:00Z, or +30s)")]
+    StartAtTime {
+        text: String,
+        error: humantime::TimestampError,
+    },
 }
 
 /// Which HTTP the run speaks.
@@ -198,10 +268,10 @@ impl Plan {
     /// whole plan: a `--shard` slice would be split again by nobody.
     pub fn with_load(mut self, asked: LoadAsk) -> Result<Plan, PlanError> {
         if let Some(shard) = self.shard {
-            return Err(invalid(format!(
-                "shard {}/{} of a plan cannot take another load: derive it from the whole plan",
-                shard.index, shard.count
-            )));
+            return Err(PlanError::ShardOfShard {
+                index: shard.index,
+                count: shard.count,
+            });
         }
         let asked = match &self.request.scenario {
             Some(scenario) => asked.with_file_settings(&scenario.settings),

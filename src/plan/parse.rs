@@ -2,7 +2,7 @@
 //! set of success statuses. Pure: each takes text and gives a typed value
 //! or a one-line usage error naming the flag.
 
-use super::{PlanError, invalid};
+use super::PlanError;
 use serde::{Serialize, Serializer};
 use std::time::Duration;
 
@@ -50,11 +50,7 @@ impl StatusSet {
             bits: [0; 10],
             spec: spec.to_string(),
         };
-        let bad = |part: &str| {
-            invalid(format!(
-                "invalid --status '{part}': use codes like 200,304 or classes like 2xx"
-            ))
-        };
+        let bad = |part: &str| PlanError::Status(part.to_string());
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (lo, hi) = if let Some(class) = part.strip_suffix("xx").or_else(|| part.strip_suffix("XX")) {
                 let digit: u16 = class.parse().map_err(|_| bad(part))?;
@@ -74,7 +70,7 @@ impl StatusSet {
             (lo..=hi).for_each(|code| set.insert(code));
         }
         if set.bits.iter().all(|b| *b == 0) {
-            return Err(invalid("--status names no status code"));
+            return Err(PlanError::NoStatus);
         }
         Ok(set)
     }
@@ -105,17 +101,18 @@ impl Serialize for StatusSet {
 
 /// Parses a humantime duration (`10s`, `2m`, `500ms`), naming the flag on error.
 pub fn parse_duration(flag: &str, text: &str) -> Result<Duration, PlanError> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| invalid(format!("invalid {flag} '{text}': {e} (examples: 10s, 2m, 500ms)")))
+    humantime::parse_duration(text.trim()).map_err(|error| PlanError::Duration {
+        flag: flag.to_string(),
+        text: text.to_string(),
+        error,
+    })
 }
 
 /// Parses `-w`: a bare number is a request count, anything else a duration.
 pub fn parse_warmup(text: &str) -> Result<Warmup, PlanError> {
     let text = text.trim();
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        let n: u64 = text
-            .parse()
-            .map_err(|_| invalid(format!("invalid --warmup '{text}'")))?;
+        let n: u64 = text.parse().map_err(|_| PlanError::Warmup(text.to_string()))?;
         return Ok(Warmup::Requests(n));
     }
     parse_duration("--warmup", text).map(Warmup::Duration)
@@ -130,19 +127,17 @@ pub fn parse_header(text: &str) -> Result<(String, String), PlanError> {
         (Some(c), None) => c,
         (None, Some(e)) => e,
         (None, None) => {
-            return Err(invalid(format!(
-                "invalid header '{text}': use 'Name: value' or name=value"
-            )));
+            return Err(PlanError::Header(text.to_string()));
         }
     };
     let name = text[..split].trim();
     let value = text[split + 1..].trim();
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || !name.bytes().all(token) {
-        return Err(invalid(format!("invalid header name in '{text}'")));
+        return Err(PlanError::HeaderName(text.to_string()));
     }
     if value.bytes().any(|b| b == b'\r' || b == b'\n') {
-        return Err(invalid(format!("header value in '{text}' contains a line break")));
+        return Err(PlanError::HeaderLineBreak(text.to_string()));
     }
     Ok((name.to_string(), value.to_string()))
 }

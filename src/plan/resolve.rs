@@ -3,7 +3,7 @@
 //! `--monitor-pid` process. Everything else was checked in the spec.
 
 use super::spec::check_headers_frame;
-use super::{BodySource, Plan, PlanError, Request, RunSpec, Transport, invalid};
+use super::{BodySource, Plan, PlanError, Request, RunSpec, Transport};
 
 impl RunSpec {
     /// Resolves the spec into the plan (this shard's slice with `--shard`).
@@ -34,8 +34,10 @@ impl RunSpec {
         let body = match request.body {
             BodySource::Inline(body) => body,
             BodySource::File(path) => {
-                let body = std::fs::read(&path)
-                    .map_err(|e| invalid(format!("cannot read --body-file '{}': {e}", path.display())))?;
+                let body = std::fs::read(&path).map_err(|error| PlanError::BodyFile {
+                    path: path.clone(),
+                    error,
+                })?;
                 check_headers_frame(&request.headers, &body)?;
                 body
             }

@@ -22,18 +22,10 @@ pub struct Shard {
     pub count: u32,
 }
 
-fn invalid(msg: impl Into<String>) -> PlanError {
-    PlanError::Invalid(msg.into())
-}
-
 impl Shard {
     /// Parses `I/N` with 0 <= I < N.
     pub fn parse(text: &str) -> Result<Shard, PlanError> {
-        let bad = || {
-            invalid(format!(
-                "invalid --shard '{text}': use I/N with 0 <= I < N, e.g. 0/3"
-            ))
-        };
+        let bad = || PlanError::Shard(text.to_string());
         let (i, n) = text.trim().split_once('/').ok_or_else(bad)?;
         let index: u32 = i.trim().parse().map_err(|_| bad())?;
         let count: u32 = n.trim().parse().map_err(|_| bad())?;
@@ -89,11 +81,11 @@ impl Plan {
     pub fn into_shard(mut self, shard: Shard) -> Result<Plan, PlanError> {
         self.whole_hash = Some(self.whole_plan_hash());
         let n = u64::from(shard.count);
-        let too_many = |what: &str, total: u64| {
-            invalid(format!(
-                "--shard {}/{}: {total} {what} cannot be split {n} ways; use at most {total} shards",
-                shard.index, shard.count
-            ))
+        let too_many = |what: &'static str, total: u64| PlanError::ShardTooFine {
+            index: shard.index,
+            count: shard.count,
+            what,
+            total,
         };
         let factor = 1.0 / n as f64;
         let load = &mut self.load;
@@ -142,17 +134,15 @@ impl Plan {
 pub fn parse_start_at(text: &str, now: SystemTime) -> Result<SystemTime, PlanError> {
     let text = text.trim();
     if let Some(offset) = text.strip_prefix('+') {
-        let d = humantime::parse_duration(offset.trim()).map_err(|e| {
-            invalid(format!(
-                "invalid --start-at '{text}': {e} (examples: +30s, 2026-11-23T14:00:00Z)"
-            ))
+        let d = humantime::parse_duration(offset.trim()).map_err(|error| PlanError::StartAtOffset {
+            text: text.to_string(),
+            error,
         })?;
         return Ok(now + d);
     }
-    humantime::parse_rfc3339_weak(text).map_err(|e| {
-        invalid(format!(
-            "invalid --start-at '{text}': {e} (use RFC 3339 in UTC, e.g. 2026-11-23T14:00:00Z, or +30s)"
-        ))
+    humantime::parse_rfc3339_weak(text).map_err(|error| PlanError::StartAtTime {
+        text: text.to_string(),
+        error,
     })
 }
 

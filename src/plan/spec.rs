@@ -10,7 +10,7 @@
 
 use super::{
     HttpVersion, Load, PlanError, Reporting, Request, StatusSet, Stop, Transport, Warmup, Watch,
-    available_cores, invalid, parse_duration, parse_header, parse_warmup, shard,
+    available_cores, parse_duration, parse_header, parse_warmup, shard,
 };
 use crate::cli::RunArgs;
 use crate::shape::{Stage, parse_stages};
@@ -62,7 +62,7 @@ impl LoadAsk {
                 .as_deref()
                 .map(parse_stages)
                 .transpose()
-                .map_err(PlanError::Invalid)?,
+                .map_err(PlanError::Stages)?,
             max_connections: args.max_connections,
             threads: args.threads,
             requests: args.requests,
@@ -84,21 +84,23 @@ impl LoadAsk {
         let stages = &self.stages;
         let rate = match (self.rate, stages) {
             (Some(r), _) if !r.is_finite() || r < 0.0 => {
-                return Err(invalid("--rate must be a positive number"));
+                return Err(PlanError::OutOfRange("--rate must be a positive number"));
             }
             (Some(r), Some(_)) if r > 0.0 => {
-                return Err(invalid(
+                return Err(PlanError::Conflict(
                     "with --stages give -R without a number: the stages set the rate",
                 ));
             }
             (Some(0.0), None) => {
-                return Err(invalid("--rate needs requests per second, e.g. -R 1000"));
+                return Err(PlanError::OutOfRange(
+                    "--rate needs requests per second, e.g. -R 1000",
+                ));
             }
             (rate, _) => rate,
         };
         let connections = match (stages, rate, self.connections) {
             (Some(_), None, Some(_)) => {
-                return Err(invalid(
+                return Err(PlanError::Conflict(
                     "--stages sets the connections of a closed-model run: drop -c",
                 ));
             }
@@ -111,40 +113,42 @@ impl LoadAsk {
             (_, _, c) => c.unwrap_or(50),
         };
         if connections == 0 {
-            return Err(invalid("--connections must be at least 1"));
+            return Err(PlanError::OutOfRange("--connections must be at least 1"));
         }
         if let Some(max) = self.max_connections {
             if rate.is_none() {
-                return Err(invalid("--max-connections goes with --rate (the open model)"));
+                return Err(PlanError::Conflict(
+                    "--max-connections goes with --rate (the open model)",
+                ));
             }
             if max < connections {
-                return Err(invalid(format!(
-                    "--max-connections {max} is below --connections {connections}"
-                )));
+                return Err(PlanError::MaxConnectionsBelow { max, connections });
             }
         }
         if rate.is_some() && pipeline > 1 {
-            return Err(invalid("--pipeline goes with the closed model, not --rate"));
+            return Err(PlanError::Conflict(
+                "--pipeline goes with the closed model, not --rate",
+            ));
         }
         if rate.is_some() && coalesce {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--coalesce goes with the closed model, not --rate: it holds requests back, and -R sends each at its time",
             ));
         }
         if stages.is_some() && self.duration.is_some() {
-            return Err(invalid("--stages sets the duration: drop -d"));
+            return Err(PlanError::Conflict("--stages sets the duration: drop -d"));
         }
         if stages.is_some() && self.warmup.is_some() {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--warmup does not go with --stages: begin with a warm-up stage instead",
             ));
         }
         let threads = self.threads.unwrap_or_else(available_cores);
         if threads == 0 {
-            return Err(invalid("--threads must be at least 1"));
+            return Err(PlanError::OutOfRange("--threads must be at least 1"));
         }
         if self.requests == Some(0) {
-            return Err(invalid("--requests must be at least 1"));
+            return Err(PlanError::OutOfRange("--requests must be at least 1"));
         }
         let stages_duration = stages
             .as_ref()
@@ -156,7 +160,7 @@ impl LoadAsk {
             (None, None) => Some(Duration::from_secs(10)),
         };
         if duration.is_some_and(|d| d.is_zero()) {
-            return Err(invalid("--duration must be longer than 0s"));
+            return Err(PlanError::OutOfRange("--duration must be longer than 0s"));
         }
         let warmup = match self.warmup {
             Some(Warmup::Requests(0)) => None,
@@ -206,7 +210,9 @@ pub struct RunSpec {
 /// Parses the URLs (without resolving them).
 pub(super) fn parse_urls(urls: &[String]) -> Result<Vec<Target>, PlanError> {
     if urls.is_empty() {
-        return Err(invalid("no URL given: volley run http://127.0.0.1:3000/"));
+        return Err(PlanError::Conflict(
+            "no URL given: volley run http://127.0.0.1:3000/",
+        ));
     }
     Ok(urls
         .iter()
@@ -231,7 +237,7 @@ impl RunSpec {
     /// (the flags', a plan file's, a step level's).
     pub(super) fn new(args: &RunArgs, targets: Vec<Target>, asked: LoadAsk) -> Result<RunSpec, PlanError> {
         if let Some(text) = &args.connect_to {
-            crate::target::parse_connect_to(text).map_err(invalid)?;
+            crate::target::parse_connect_to(text)?;
         }
         let delay = parse_duration("--delay", &args.delay)?;
         let (load, stop) = asked.settle(args.pipeline, args.coalesce, delay)?;
@@ -241,7 +247,7 @@ impl RunSpec {
                 .bytes()
                 .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
         {
-            return Err(invalid(format!("invalid --method '{}'", args.method)));
+            return Err(PlanError::Method(args.method.clone()));
         }
         let headers = args
             .headers
@@ -252,7 +258,9 @@ impl RunSpec {
             (Some(text), None) => BodySource::Inline(text.clone().into_bytes()),
             (None, Some(path)) => BodySource::File(path.clone()),
             (None, None) => BodySource::Inline(Vec::new()),
-            (Some(_), Some(_)) => return Err(invalid("give either --body or --body-file, not both")),
+            (Some(_), Some(_)) => {
+                return Err(PlanError::Conflict("give either --body or --body-file, not both"));
+            }
         };
         if let BodySource::Inline(body) = &body {
             check_headers_frame(&headers, body)?;
@@ -265,58 +273,62 @@ impl RunSpec {
         let connect_timeout = parse_duration("--connect-timeout", &args.connect_timeout)?;
         let interval = parse_duration("--interval", &args.interval)?;
         if timeout.is_zero() || connect_timeout.is_zero() {
-            return Err(invalid("timeouts must be longer than 0s"));
+            return Err(PlanError::OutOfRange("timeouts must be longer than 0s"));
         }
         if interval < Duration::from_millis(10) {
-            return Err(invalid("--interval must be at least 10ms"));
+            return Err(PlanError::OutOfRange("--interval must be at least 10ms"));
         }
         if args.pipeline == 0 || args.pipeline > 1024 {
-            return Err(invalid("--pipeline must be between 1 and 1024"));
+            return Err(PlanError::OutOfRange("--pipeline must be between 1 and 1024"));
         }
         if args.streams == 0 || args.streams > 10_000 {
-            return Err(invalid("--streams must be between 1 and 10000"));
+            return Err(PlanError::OutOfRange("--streams must be between 1 and 10000"));
         }
         if args.streams > 1 && args.http1_1 {
-            return Err(invalid("--streams needs HTTP/2: drop --http1.1"));
+            return Err(PlanError::Conflict("--streams needs HTTP/2: drop --http1.1"));
         }
         if args.streams > 1 && !args.http2 && !args.http3 && targets.iter().any(|t| !t.tls) {
-            return Err(invalid("--streams needs HTTP/2: add --http2 (h2c on http URLs)"));
+            return Err(PlanError::Conflict(
+                "--streams needs HTTP/2: add --http2 (h2c on http URLs)",
+            ));
         }
         if args.coalesce && args.http1_1 {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--coalesce is for HTTP/2 and HTTP/3: it joins the requests of a connection's streams",
             ));
         }
         if args.coalesce && args.streams < 2 {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--coalesce needs --streams 2 or more: it joins the requests of a connection's streams",
             ));
         }
         if args.pipeline > 1 && args.http2 {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--pipeline is HTTP/1.1's; HTTP/2 multiplexes with --streams",
             ));
         }
         if args.pipeline > 1 && args.http3 {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--pipeline is HTTP/1.1's; HTTP/3 multiplexes with --streams",
             ));
         }
         if args.zero_rtt && !args.http3 {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--0rtt needs --http3: volley sends early data over QUIC only",
             ));
         }
         if args.zero_rtt && args.no_tls_resume {
-            return Err(invalid("--0rtt needs session resumption: drop --no-tls-resume"));
+            return Err(PlanError::Conflict(
+                "--0rtt needs session resumption: drop --no-tls-resume",
+            ));
         }
         if args.http3 && targets.iter().any(|t| !t.tls) {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--http3 needs https:// URLs: HTTP/3 runs over QUIC, which is always encrypted",
             ));
         }
         if args.pipeline > 1 && args.no_keepalive {
-            return Err(invalid(
+            return Err(PlanError::Conflict(
                 "--pipeline needs keep-alive connections: drop --no-keepalive",
             ));
         }
@@ -324,7 +336,7 @@ impl RunSpec {
         if let Some(flag) = tls.https_only_flag()
             && !targets.iter().any(|t| t.tls)
         {
-            return Err(invalid(format!("{flag} goes with https:// URLs")));
+            return Err(PlanError::HttpsOnly { flag });
         }
         let mut buckets = args
             .buckets
@@ -337,7 +349,12 @@ impl RunSpec {
         let thresholds = args
             .thresholds
             .iter()
-            .map(|t| crate::slo::parse_criterion(t).map_err(|e| invalid(format!("--threshold: {e}"))))
+            .map(|t| {
+                crate::slo::parse_criterion(t).map_err(|message| PlanError::Criterion {
+                    flag: "--threshold",
+                    message,
+                })
+            })
             .collect::<Result<_, _>>()?;
         let tolerance = parse_duration("--start-tolerance", &args.start_tolerance)?;
         let start_at = match &args.start_at {
@@ -405,8 +422,7 @@ impl RunSpec {
 /// volley's to set: checked once the body is known.
 pub(super) fn check_headers_frame(headers: &[(String, String)], body: &[u8]) -> Result<(), PlanError> {
     for (name, value) in headers {
-        crate::http1::request::check_framing(name, Some(value), Some(body))
-            .map_err(|e| invalid(format!("-H {e}")))?;
+        crate::http1::request::check_framing(name, Some(value), Some(body)).map_err(PlanError::Framing)?;
     }
     Ok(())
 }

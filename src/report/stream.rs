@@ -142,26 +142,32 @@ impl Line {
 
     /// Reads one line of text: `None` when it is not a stream line (other
     /// text in a log), else the line or why it cannot be read.
-    // A leaf parser: its message is the value.
-    pub fn parse(text: &str) -> Option<Result<Line, String>> {
+    pub fn parse(text: &str) -> Option<Result<Line, LineError>> {
         let rest = text.trim_end().strip_prefix(PREFIX)?;
         let version = rest.split('"').next().unwrap_or("");
         if format!("volley.stream/{version}") != STREAM {
-            return Some(Err(format!(
-                "a volley.stream/{version} line; this volley reads {STREAM}"
-            )));
+            return Some(Err(LineError::Version(version.to_string())));
         }
-        Some(serde_json::from_str(text).map_err(|e| format!("a damaged {STREAM} line: {e}")))
+        Some(serde_json::from_str(text).map_err(|e| LineError::Damaged(e.to_string())))
     }
 
     /// Reads the stream line in one line of a log that holds other text
     /// too: a pod's log is its stdout and stderr in one file, and a line
     /// another write began still carries the stream line after its text.
     /// `None` when it holds no stream line.
-    // A leaf parser: its message is the value.
-    pub fn find(text: &str) -> Option<Result<Line, String>> {
+    pub fn find(text: &str) -> Option<Result<Line, LineError>> {
         Line::parse(&text[text.find(PREFIX)?..])
     }
+}
+
+/// A stream line that this volley cannot read.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("a volley.stream/{0} line; this volley reads {STREAM}", STREAM = STREAM)]
+    Version(String),
+    /// serde's message.
+    #[error("a damaged {STREAM} line: {0}", STREAM = STREAM)]
+    Damaged(String),
 }
 
 /// An interval line's counter that this volley cannot place.
@@ -324,14 +330,16 @@ mod tests {
         assert_eq!(Line::parse("{\n"), None);
         let err = Line::parse(r#"{"stream":"volley.stream/2","type":"end"}"#)
             .unwrap()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("volley.stream/2 line; this volley reads volley.stream/1"),
             "{err}"
         );
         let err = Line::parse(r#"{"stream":"volley.stream/1","type":"interval","run":0"#)
             .unwrap()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("damaged"), "{err}");
     }
 }

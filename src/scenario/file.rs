@@ -435,7 +435,8 @@ impl Reader<'_> {
                 match (bmap.get_node("file"), bmap.get_node("hex")) {
                     (Some(file), None) => Some(BodyDef::File(self.data_file(&self.string(file, "file")?))),
                     (None, Some(hex)) => Some(BodyDef::Bytes(
-                        decode_hex(&self.string(hex, "hex")?).map_err(|e| self.err(line_of(hex), e))?,
+                        decode_hex(&self.string(hex, "hex")?)
+                            .map_err(|e| self.err(line_of(hex), e.to_string()))?,
                     )),
                     _ => return Err(self.err(line_of(b), "'body' needs one of 'file', 'hex' or text")),
                 }
@@ -619,18 +620,27 @@ pub fn read_included(path: &Path, from: &ItemDef) -> Result<Vec<ItemDef>, FileEr
     items.iter().map(|n| reader.item(n)).collect()
 }
 
+/// Why a `body: {hex: ...}` is not bytes.
+#[derive(Debug, thiserror::Error)]
+enum HexError {
+    #[error("'hex' has an odd number of digits ({0})")]
+    OddLength(usize),
+    #[error("'hex' has '{0}', which is not a hex byte")]
+    NotAByte(String),
+}
+
 /// drill's `body: {hex: ...}`: pairs of hex digits (spaces between them,
 /// as in drill's own documentation, are allowed).
-fn decode_hex(text: &str) -> Result<Vec<u8>, String> {
+fn decode_hex(text: &str) -> Result<Vec<u8>, HexError> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
     if !digits.len().is_multiple_of(2) {
-        return Err(format!("'hex' has an odd number of digits ({})", digits.len()));
+        return Err(HexError::OddLength(digits.len()));
     }
     digits
         .chunks(2)
         .map(|pair| {
             let pair = std::str::from_utf8(pair).unwrap_or("??");
-            u8::from_str_radix(pair, 16).map_err(|_| format!("'hex' has '{pair}', which is not a hex byte"))
+            u8::from_str_radix(pair, 16).map_err(|_| HexError::NotAByte(pair.to_string()))
         })
         .collect()
 }

@@ -369,8 +369,8 @@ fn compile_item(item: &ItemDef, scenario: &mut Scenario) -> Result<Option<StepKi
         }
         ActionDef::Assert { key, value } => {
             let key = match Known::of(scenario, false, |known| template::resolve(key, known)) {
-                Ok(Ok(var)) => var,
-                Ok(Err(_)) => {
+                Ok(template::Resolved::Var(var)) => var,
+                Ok(template::Resolved::Text(_)) => {
                     return Err(at(
                         item,
                         format!("assert key '{key}' must name an assigned value"),

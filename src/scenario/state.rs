@@ -5,7 +5,7 @@
 //! means (templates, `assign`, `assert`, cookies, `with_items`) is decided
 //! here, and the engine keeps only its send loop.
 
-use super::template::{Scope, Source, Template, VarRef, json_path, write_value};
+use super::template::{RenderError, Scope, Source, Template, VarRef, json_path, write_value};
 use super::{Body, Items, RequestStep, Scenario};
 use crate::request::Fields;
 use crate::response::Capture;
@@ -75,8 +75,8 @@ impl Kept {
 }
 
 impl Scope for IterScope<'_> {
-    fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), String> {
-        let missing = || format!("'{{{{ {} }}}}' has no value", var.text);
+    fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), RenderError> {
+        let missing = || RenderError::NoValue(var.text.clone());
         match &var.source {
             // Numbers are written in place: no String per request.
             Source::Iteration => write_number(out, self.iteration),
@@ -86,7 +86,7 @@ impl Scope for IterScope<'_> {
                 out,
             ),
             Source::Var(slot) => match self.vars.get(*slot).and_then(Option::as_ref) {
-                None => return Err(format!("'{}' is not assigned (its request failed?)", var.text)),
+                None => return Err(RenderError::NotAssigned(var.text.clone())),
                 Some(Var::Text(text)) if var.path.is_empty() => out.extend_from_slice(text.as_bytes()),
                 Some(Var::Text(text)) => {
                     let value: Value = serde_json::from_str(text).map_err(|_| missing())?;
@@ -98,7 +98,7 @@ impl Scope for IterScope<'_> {
                     Some("body") => {
                         let json = kept
                             .json()
-                            .ok_or_else(|| format!("the body of '{}' is not JSON", var.text))?;
+                            .ok_or_else(|| RenderError::BodyNotJson(var.text.clone()))?;
                         write_value(json_path(json, &var.path[1..]).ok_or_else(missing)?, out);
                     }
                     Some("headers") if var.path.len() == 2 => {
@@ -111,10 +111,7 @@ impl Scope for IterScope<'_> {
                         out.extend_from_slice(value.1.as_bytes());
                     }
                     _ => {
-                        return Err(format!(
-                            "'{}': use .status, .body[.path] or .headers.name",
-                            var.text
-                        ));
+                        return Err(RenderError::NotAResponsePart(var.text.clone()));
                     }
                 },
             },
@@ -160,10 +157,11 @@ impl IterationState {
     }
 
     /// Renders `template` as text with the iteration's values.
-    // A step's failure in words: its message is the error text the report
-    // records for the step.
+    // A step's failure in words, as text: the engine records it as the
+    // step's error text, and an `exec` step's command comes through here
+    // on its way to `exec::run`, whose failures are words of the same kind.
     pub fn render_text(&self, template: &Template) -> Result<String, String> {
-        template.render_string(&self.scope())
+        template.render_string(&self.scope()).map_err(|e| e.to_string())
     }
 
     /// Gives variable `slot` a text value.
@@ -252,7 +250,7 @@ impl IterationState {
             iteration: *iteration,
         };
         url.clear();
-        request.url.render(&scope, url)?;
+        request.url.render(&scope, url).map_err(|e| e.to_string())?;
         let path_at = url.len()
             - strip_origin(url, origin)
                 .ok_or_else(|| {
@@ -265,14 +263,16 @@ impl IterationState {
         body.clear();
         match &request.body {
             Body::None => {}
-            Body::Template(t) => t.render(&scope, body)?,
+            Body::Template(t) => t.render(&scope, body).map_err(|e| e.to_string())?,
             Body::Bytes(bytes) => body.extend_from_slice(bytes),
         }
         // The same request and override rules as `volley run`'s; only the
         // header values and the cookie line are the plan's own.
         fields.clear();
         for (name, value) in &request.headers {
-            fields.push_with(name, |out| value.render(&scope, out))?;
+            fields
+                .push_with(name, |out| value.render(&scope, out))
+                .map_err(|e| e.to_string())?;
         }
         if !cookies.is_empty() {
             fields.push_with("Cookie", |out| {

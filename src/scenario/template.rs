@@ -43,6 +43,41 @@ pub struct Template {
     parts: Vec<Part>,
 }
 
+/// Why a template does not compile; the plan file's reader puts it beside
+/// the item it is in.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    #[error("'{{{{ {0} }}}}' is not a variable reference")]
+    NotAReference(String),
+    #[error("'{{{{ base }}}}' is used but the file sets no 'base'")]
+    NoBase,
+    /// `hint` says when the name is one that only `with_items` gives.
+    #[error(
+        "'{{{{ {expr} }}}}': no earlier item assigns '{head}' and no environment variable has that name{hint}"
+    )]
+    Unknown {
+        expr: String,
+        head: String,
+        hint: &'static str,
+    },
+    #[error("unclosed '{{{{' in '{0}'")]
+    Unclosed(String),
+}
+
+/// Why a reference has no value at one moment of an iteration: the step
+/// fails with this message.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    #[error("'{{{{ {0} }}}}' has no value")]
+    NoValue(String),
+    #[error("'{0}' is not assigned (its request failed?)")]
+    NotAssigned(String),
+    #[error("the body of '{0}' is not JSON")]
+    BodyNotJson(String),
+    #[error("'{0}': use .status, .body[.path] or .headers.name")]
+    NotAResponsePart(String),
+}
+
 /// Resolves the first name of a reference at load time.
 pub trait Names {
     /// The slot of a variable assigned by an earlier item.
@@ -53,10 +88,18 @@ pub trait Names {
     fn has_items(&self) -> bool;
 }
 
+/// What a `{{ }}` stands for once its name is known.
+#[derive(Debug, PartialEq)]
+pub enum Resolved {
+    /// A value of the iteration, rendered each time.
+    Var(VarRef),
+    /// Text fixed at load time: an environment variable's value, or `base`.
+    Text(String),
+}
+
 /// Parses a reference like `foo.body.id` into a [`VarRef`], or the text an
 /// environment variable or `base` stands for.
-// A leaf parser: its message is the value.
-pub fn resolve(expr: &str, names: &dyn Names) -> Result<Result<VarRef, String>, String> {
+pub fn resolve(expr: &str, names: &dyn Names) -> Result<Resolved, CompileError> {
     let expr = expr.trim();
     let segments = path_segments(expr);
     // Names and path segments are words (JSON keys and header names may
@@ -67,11 +110,11 @@ pub fn resolve(expr: &str, names: &dyn Names) -> Result<Result<VarRef, String>, 
         .and_then(|s| s.split_first())
         .filter(|(head, path)| word(head) && path.iter().all(|p| word(p)))
     else {
-        return Err(format!("'{{{{ {expr} }}}}' is not a variable reference"));
+        return Err(CompileError::NotAReference(expr.to_string()));
     };
     let (head, path) = (head.as_str(), path.to_vec());
     let make = |source| {
-        Ok(Ok(VarRef {
+        Ok(Resolved::Var(VarRef {
             source,
             path: path.clone(),
             text: expr.to_string(),
@@ -82,8 +125,8 @@ pub fn resolve(expr: &str, names: &dyn Names) -> Result<Result<VarRef, String>, 
         "index" if names.has_items() => make(Source::Index),
         "iteration" => make(Source::Iteration),
         "base" if path.is_empty() => match names.base() {
-            Some(base) => Ok(Err(base.to_string())),
-            None => Err("'{{ base }}' is used but the file sets no 'base'".to_string()),
+            Some(base) => Ok(Resolved::Text(base.to_string())),
+            None => Err(CompileError::NoBase),
         },
         _ => {
             if let Some(slot) = names.var(head) {
@@ -92,16 +135,18 @@ pub fn resolve(expr: &str, names: &dyn Names) -> Result<Result<VarRef, String>, 
             if path.is_empty()
                 && let Ok(value) = std::env::var(head)
             {
-                return Ok(Err(value));
+                return Ok(Resolved::Text(value));
             }
             let hint = if head == "item" || head == "index" {
                 " (this item has no with_items)"
             } else {
                 ""
             };
-            Err(format!(
-                "'{{{{ {expr} }}}}': no earlier item assigns '{head}' and no environment variable has that name{hint}"
-            ))
+            Err(CompileError::Unknown {
+                expr: expr.to_string(),
+                head: head.to_string(),
+                hint,
+            })
         }
     }
 }
@@ -148,8 +193,7 @@ pub fn path_segments(expr: &str) -> Option<Vec<String>> {
 
 impl Template {
     /// Compiles `text`; names are resolved through `names`.
-    // A leaf parser: its message is the value.
-    pub fn compile(text: &str, names: &dyn Names) -> Result<Template, String> {
+    pub fn compile(text: &str, names: &dyn Names) -> Result<Template, CompileError> {
         let mut parts = Vec::new();
         let mut rest = text;
         let mut literal = String::new();
@@ -158,15 +202,15 @@ impl Template {
             let after = &rest[open + 2..];
             let close = after
                 .find("}}")
-                .ok_or_else(|| format!("unclosed '{{{{' in '{text}'"))?;
+                .ok_or_else(|| CompileError::Unclosed(text.to_string()))?;
             match resolve(&after[..close], names)? {
-                Ok(var) => {
+                Resolved::Var(var) => {
                     if !literal.is_empty() {
                         parts.push(Part::Text(std::mem::take(&mut literal)));
                     }
                     parts.push(Part::Var(var));
                 }
-                Err(substituted) => literal.push_str(&substituted),
+                Resolved::Text(substituted) => literal.push_str(&substituted),
             }
             rest = &after[close + 2..];
         }
@@ -187,9 +231,7 @@ impl Template {
     }
 
     /// Renders into `out` (appending); a missing value is an error naming it.
-    // A step's failure in words: its message is the error text the report
-    // records for the step.
-    pub fn render(&self, scope: &dyn Scope, out: &mut Vec<u8>) -> Result<(), String> {
+    pub fn render(&self, scope: &dyn Scope, out: &mut Vec<u8>) -> Result<(), RenderError> {
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.extend_from_slice(t.as_bytes()),
@@ -200,9 +242,7 @@ impl Template {
     }
 
     /// Renders to a new string (for values that are kept, not sent).
-    // A step's failure in words: its message is the error text the report
-    // records for the step.
-    pub fn render_string(&self, scope: &dyn Scope) -> Result<String, String> {
+    pub fn render_string(&self, scope: &dyn Scope) -> Result<String, RenderError> {
         let mut out = Vec::new();
         self.render(scope, &mut out)?;
         Ok(String::from_utf8_lossy(&out).into_owned())
@@ -212,9 +252,7 @@ impl Template {
 /// The values of one moment of an iteration.
 pub trait Scope {
     /// Appends the value of `var` to `out`.
-    // A step's failure in words: its message is the error text the report
-    // records for the step.
-    fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), String>;
+    fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), RenderError>;
 }
 
 /// Follows `path` into a JSON value (object keys, array indices).
@@ -262,7 +300,7 @@ mod tests {
 
     struct Values(Value);
     impl Scope for Values {
-        fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), String> {
+        fn write(&self, var: &VarRef, out: &mut Vec<u8>) -> Result<(), RenderError> {
             let root = match var.source {
                 Source::Var(0) => &self.0,
                 Source::Item => &self.0["item"],
@@ -270,9 +308,9 @@ mod tests {
                     out.extend_from_slice(b"7");
                     return Ok(());
                 }
-                _ => return Err(format!("no {}", var.text)),
+                _ => return Err(RenderError::NoValue(var.text.clone())),
             };
-            let value = json_path(root, &var.path).ok_or_else(|| format!("no value at '{}'", var.text))?;
+            let value = json_path(root, &var.path).ok_or_else(|| RenderError::NoValue(var.text.clone()))?;
             write_value(value, out);
             Ok(())
         }
@@ -304,11 +342,13 @@ mod tests {
         assert!(
             Template::compile("{{ nope.x }}", &Fixed)
                 .unwrap_err()
+                .to_string()
                 .contains("no earlier item assigns 'nope'")
         );
         assert!(
             Template::compile("{{ foo", &Fixed)
                 .unwrap_err()
+                .to_string()
                 .contains("unclosed")
         );
         assert!(Template::compile("{{ foo..x }}", &Fixed).is_err());

@@ -36,8 +36,27 @@ pub struct StepPlan {
     pub plans: Vec<Plan>,
 }
 
-fn invalid(msg: impl Into<String>) -> PlanError {
-    PlanError::Invalid(msg.into())
+/// Why a step run's flags were refused: a usage problem, exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// One level's plan, as `volley run` would refuse it.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Flags that do not go together, or levels out of their bounds: the
+    /// message says which, and what to do.
+    #[error("{0}")]
+    Usage(&'static str),
+    #[error(
+        "--factor {factor} from --from {from} to --to {to} takes over a million steps: raise --factor or lower --to"
+    )]
+    FactorSteps { factor: f64, from: f64, to: f64 },
+    #[error("{0} levels: at most {MOST_LEVELS} (raise --factor, or narrow --from and --to)")]
+    TooManyLevels(usize),
+    /// The criteria parser's message.
+    #[error("--slo: {0}")]
+    Slo(String),
+    #[error("invalid --stop-errors '{0}': use e.g. 50%")]
+    StopErrors(String),
 }
 
 /// The most levels one step run takes: at the default 10 s a level, close
@@ -52,17 +71,15 @@ pub const MOST_LEVELS: usize = 1000;
 const MOST_FACTOR_STEPS: f64 = 1e6;
 
 /// Geometric levels from `from` to `to`, rounded, without repeats.
-pub fn geometric_levels(from: f64, to: f64, factor: f64) -> Result<Vec<f64>, PlanError> {
+pub fn geometric_levels(from: f64, to: f64, factor: f64) -> Result<Vec<f64>, StepError> {
     if !(from > 0.0 && to >= from && to.is_finite() && factor > 1.0) {
-        return Err(invalid(
+        return Err(StepError::Usage(
             "use --from > 0, a finite --to >= --from and --factor > 1",
         ));
     }
     let steps = (to / from).ln() / factor.ln();
     if steps.is_nan() || steps > MOST_FACTOR_STEPS {
-        return Err(invalid(format!(
-            "--factor {factor} from --from {from} to --to {to} takes over a million steps: raise --factor or lower --to"
-        )));
+        return Err(StepError::FactorSteps { factor, from, to });
     }
     let mut levels = Vec::new();
     let mut level = from;
@@ -80,31 +97,31 @@ pub fn geometric_levels(from: f64, to: f64, factor: f64) -> Result<Vec<f64>, Pla
 }
 
 impl StepPlan {
-    pub fn from_args(args: &StepArgs) -> Result<StepPlan, PlanError> {
+    pub fn from_args(args: &StepArgs) -> Result<StepPlan, StepError> {
         let run = &args.run;
         if args.plan.is_none() && run.urls.len() != 1 {
-            return Err(invalid("volley step loads one URL (or --plan FILE)"));
+            return Err(StepError::Usage("volley step loads one URL (or --plan FILE)"));
         }
         if args.plan.is_some() && !run.urls.is_empty() {
-            return Err(invalid("with --plan the URLs come from the plan file"));
+            return Err(StepError::Usage("with --plan the URLs come from the plan file"));
         }
         if run.shard.is_some() || run.start_at.is_some() {
             // Each level's verdict needs the whole load's latencies at that
             // level; shards would judge slices, so step is not sharded.
-            return Err(invalid(
+            return Err(StepError::Usage(
                 "volley step does not take --shard or --start-at: step one machine's load, or shard `volley run` at a fixed level",
             ));
         }
         if run.duration.is_some() || run.requests.is_some() || run.stages.is_some() || run.rate.is_some() {
-            return Err(invalid(
+            return Err(StepError::Usage(
                 "volley step sets the load and length of each level: use --levels, --step-duration, --step-requests",
             ));
         }
         if args.rate_steps && run.connections.is_some_and(|c| c == 0) {
-            return Err(invalid("--connections must be at least 1"));
+            return Err(StepError::Usage("--connections must be at least 1"));
         }
         if !args.rate_steps && run.connections.is_some() {
-            return Err(invalid(
+            return Err(StepError::Usage(
                 "the levels are the connections: drop -c (or use --rate-steps)",
             ));
         }
@@ -112,30 +129,23 @@ impl StepPlan {
             (Some(levels), _, _) => levels.clone(),
             (None, Some(from), Some(to)) => geometric_levels(from, to, args.factor)?,
             _ => {
-                return Err(invalid(
+                return Err(StepError::Usage(
                     "give --levels 10,25,50 or --from 10 --to 2000 [--factor 1.5]",
                 ));
             }
         };
         if levels.is_empty() || levels.iter().any(|l| !l.is_finite() || *l <= 0.0) {
-            return Err(invalid("--levels must be positive numbers"));
+            return Err(StepError::Usage("--levels must be positive numbers"));
         }
         if levels.len() > MOST_LEVELS {
-            return Err(invalid(format!(
-                "{} levels: at most {MOST_LEVELS} (raise --factor, or narrow --from and --to)",
-                levels.len()
-            )));
+            return Err(StepError::TooManyLevels(levels.len()));
         }
         if levels.windows(2).any(|w| w[1] <= w[0]) {
-            return Err(invalid("--levels must rise, lightest first"));
+            return Err(StepError::Usage("--levels must rise, lightest first"));
         }
-        let slo = parse_criteria(&args.slo).map_err(|e| invalid(format!("--slo: {e}")))?;
-        let stop_errors_pct = parse_percent(&args.stop_errors, PercentSign::Optional).ok_or_else(|| {
-            invalid(format!(
-                "invalid --stop-errors '{}': use e.g. 50%",
-                args.stop_errors
-            ))
-        })?;
+        let slo = parse_criteria(&args.slo).map_err(StepError::Slo)?;
+        let stop_errors_pct = parse_percent(&args.stop_errors, PercentSign::Optional)
+            .ok_or_else(|| StepError::StopErrors(args.stop_errors.clone()))?;
         let cooldown = parse_duration("--cooldown", &args.cooldown)?;
         let step_duration = parse_duration("--step-duration", &args.step_duration)?;
         let ramp = args
@@ -144,13 +154,17 @@ impl StepPlan {
             .map(|r| parse_duration("--step-ramp", r))
             .transpose()?;
         if ramp.is_some_and(|r| r.is_zero()) {
-            return Err(invalid("--step-ramp must be longer than 0s (or leave it out)"));
+            return Err(StepError::Usage(
+                "--step-ramp must be longer than 0s (or leave it out)",
+            ));
         }
         if ramp.is_some_and(|r| r >= step_duration) {
-            return Err(invalid("--step-ramp must be shorter than --step-duration"));
+            return Err(StepError::Usage(
+                "--step-ramp must be shorter than --step-duration",
+            ));
         }
         if ramp.is_some() && run.warmup.is_some() {
-            return Err(invalid("--warmup does not go with --step-ramp"));
+            return Err(StepError::Usage("--warmup does not go with --step-ramp"));
         }
         // One base plan, resolved once (the plan file read once, DNS asked
         // once); every level is derived from it by value.

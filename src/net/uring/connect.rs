@@ -72,7 +72,7 @@ impl Future for Connecting {
         };
         let mut inner = socket.ring.inner.borrow_mut();
         let slot = &mut inner.slots[socket.index];
-        match slot.connect {
+        match slot.kind.stream().connect {
             Connect::Done => {
                 drop(inner);
                 Poll::Ready(Ok(socket))
@@ -104,7 +104,7 @@ impl Inner {
         }
         .build()
         .user_data(user_data(index, slot.generation, Kind::Connect));
-        slot.connect = Connect::Going { _address: addr };
+        slot.kind.stream().connect = Connect::Going { _address: addr };
         // The address is the slot's until the connect completes: slots are
         // freed only with nothing in flight.
         self.issue(index, &entry);
@@ -116,7 +116,7 @@ impl Inner {
     pub(super) fn connected(&mut self, index: usize, result: i32) {
         self.finished(index);
         let slot = &mut self.slots[index];
-        slot.connect = match result {
+        slot.kind.stream().connect = match result {
             0 => Connect::Done,
             _ => Connect::Failed(-result),
         };
@@ -131,7 +131,7 @@ impl Inner {
     /// long as the kernel retries (minutes).
     pub(super) fn cancel_connect(&mut self, index: usize) {
         let slot = &self.slots[index];
-        if !matches!(slot.connect, Connect::Going { .. }) {
+        if !slot.connecting() {
             return;
         }
         let entry = opcode::AsyncCancel::new(user_data(index, slot.generation, Kind::Connect))
@@ -218,13 +218,7 @@ mod tests {
             };
             assert!(gave_up, "the listener's queue never filled");
             let began = Instant::now();
-            while ring
-                .inner
-                .borrow()
-                .slots
-                .iter()
-                .any(|slot| matches!(slot.connect, Connect::Going { .. }))
-            {
+            while ring.inner.borrow().slots.iter().any(|slot| slot.connecting()) {
                 assert!(began.elapsed() < Duration::from_secs(2), "the connect goes on");
                 ring.run(tokio::time::sleep(Duration::from_millis(10))).await;
             }

@@ -12,7 +12,7 @@
 //! and an `epoll_wait` per connection woken; on the ring all of a turn's
 //! connections share one system call.
 
-use super::{Inner, Kind, Provided, Ring, RingSocket, SEND_QUEUE, send, user_data};
+use super::{Inner, Kind, Provided, Ring, RingSocket, SEND_QUEUE, SlotKind, send, user_data};
 use crate::wake::keep_waker;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use std::io;
@@ -33,6 +33,28 @@ const DATAGRAM_BUFFER_SIZE: usize = 64 * 1024 + 256;
 const MIN_DATAGRAM_BUFFERS: usize = 32;
 const MAX_DATAGRAM_BUFFERS: usize = 128;
 const DATAGRAM_GROUP: u16 = 1;
+
+/// What only a UDP socket's slot holds: its queued datagrams' batches
+/// (`queued` holds their bytes) and the message headers of its GSO sends.
+#[derive(Default)]
+pub(super) struct DatagramSlot {
+    batches: Vec<Batch>,
+    /// The message headers of the GSO batches in flight.
+    headers: Vec<GsoHeader>,
+    /// A GSO send failed (a device without segmentation offload).
+    gso_refused: bool,
+}
+
+impl SlotKind {
+    /// A UDP socket's own part: a slot is made one when its socket is
+    /// adopted as a [`RingDatagram`], and only its calls come here.
+    fn datagram(&mut self) -> &mut DatagramSlot {
+        match self {
+            SlotKind::Datagram(datagram) => datagram,
+            SlotKind::Stream(_) => unreachable!("a TCP socket's slot used as a UDP socket's"),
+        }
+    }
+}
 
 /// Where a ring's UDP sockets receive: the datagram buffers, and the
 /// message header their `recvmsg` names (the kernel reads only its name
@@ -196,14 +218,15 @@ impl RingDatagram {
         }
         slot.queued.extend_from_slice(contents);
         let segment = segment.clamp(1, usize::from(u16::MAX));
-        match contents.len() > segment && !slot.gso_refused {
-            true => slot.batches.push(Batch {
+        let datagram = slot.kind.datagram();
+        match contents.len() > segment && !datagram.gso_refused {
+            true => datagram.batches.push(Batch {
                 len: contents.len() as u32,
                 segment: segment as u16,
             }),
             // One datagram, or a batch the device cannot segment: each
             // datagram alone.
-            false => slot
+            false => datagram
                 .batches
                 .extend(contents.chunks(segment).map(|datagram| Batch {
                     len: datagram.len() as u32,
@@ -221,7 +244,10 @@ impl RingDatagram {
     /// datagram per send, and whoever builds them should build single
     /// datagrams.
     pub fn gso_refused(&self) -> bool {
-        self.socket.ring.inner.borrow().slots[self.socket.index].gso_refused
+        self.socket.ring.inner.borrow_mut().slots[self.socket.index]
+            .kind
+            .datagram()
+            .gso_refused
     }
 }
 
@@ -302,11 +328,11 @@ impl Inner {
             return;
         };
         let generation = slot.generation;
-        let mut batches = std::mem::take(&mut slot.batches);
+        let mut batches = std::mem::take(&mut slot.kind.datagram().batches);
         // Every header before any send points at one: none of this slot's
         // sends is in flight, and none may move once pointed at.
         let gso = batches.iter().filter(|b| b.segment > 0).count();
-        slot.headers.resize_with(gso, GsoHeader::default);
+        slot.kind.datagram().headers.resize_with(gso, GsoHeader::default);
         let fixed = index < self.registered;
         let (mut offset, mut header) = (0, 0);
         for batch in &batches {
@@ -318,7 +344,7 @@ impl Inner {
             let entry = match batch.segment {
                 0 => send(fixed, index, fd, bytes, 0),
                 segment => {
-                    let msg = slot.headers[header].point(bytes, segment);
+                    let msg = slot.kind.datagram().headers[header].point(bytes, segment);
                     header += 1;
                     send_msg(fixed, index, fd, msg)
                 }
@@ -329,7 +355,7 @@ impl Inner {
         }
         batches.clear();
         let slot = &mut self.slots[index];
-        slot.batches = batches;
+        slot.kind.datagram().batches = batches;
         if slot.sends == 0 {
             slot.sending.clear();
         }
@@ -341,7 +367,7 @@ impl Inner {
         slot.sends -= 1;
         if result < 0 {
             match DATAGRAM_LOST.contains(&-result) {
-                true => slot.gso_refused |= matches!(-result, libc::EIO | libc::EINVAL),
+                true => slot.kind.datagram().gso_refused |= matches!(-result, libc::EIO | libc::EINVAL),
                 false => {
                     slot.broken.get_or_insert(-result);
                 }
