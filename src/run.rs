@@ -79,7 +79,7 @@ impl Session {
     pub fn start(plan: &mut Plan, output: &Output, peak_connections: usize) -> Result<Session, EngineError> {
         let spawned = spawn_target(plan)?;
         let spec = crate::sink::SinkSpec {
-            priority: crate::sys::ThreadPriority::for_model(plan.load.rate.is_some()),
+            priority: crate::sys::ThreadPriority::for_model(plan.load.pace.is_open()),
             ..output.sinks.clone()
         };
         let sinks = Sinks::start(&spec, plan).map_err(|e| EngineError::Sink(e.into()))?;

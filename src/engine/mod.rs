@@ -25,7 +25,7 @@ use crate::http3::H3Request;
 use crate::plan::{Plan, StatusSet, Warmup, share};
 use crate::recorder::Snapshot;
 use crate::request::{Fields, Overrides, Request};
-use crate::shape::LoadProfile;
+pub use crate::shape::LoadModel;
 use crate::sys::CpuTime;
 use crate::target::Target;
 use crate::tls::TlsSetup;
@@ -75,43 +75,6 @@ pub enum EngineError {
     /// sinks sit above the engine and observe it).
     #[error(transparent)]
     Sink(crate::error::Cause),
-}
-
-/// Closed (connections) or open (arrival rate) load, as the workers need it.
-#[derive(Clone, Debug)]
-pub enum LoadModel {
-    /// Each connection sends as soon as its previous response is back;
-    /// `ramp` (from `--stages`) limits how many connections may send.
-    Closed { ramp: Option<LoadProfile> },
-    /// Requests are due on a schedule of `rate` per second, or of `ramp`.
-    Open { rate: f64, ramp: Option<LoadProfile> },
-}
-
-impl LoadModel {
-    /// The load profile of the whole run, for the per-interval log.
-    pub fn profile(&self, connections: usize) -> LoadProfile {
-        match self {
-            LoadModel::Closed { ramp: Some(ramp) } | LoadModel::Open { ramp: Some(ramp), .. } => ramp.clone(),
-            LoadModel::Closed { ramp: None } => LoadProfile::constant(connections as f64),
-            LoadModel::Open { rate, ramp: None } => LoadProfile::constant(*rate),
-        }
-    }
-
-    /// The model of a plan.
-    pub fn of(plan: &Plan) -> LoadModel {
-        let ramp = match (&plan.load.stages, plan.load.rampup) {
-            (Some(stages), _) => Some(LoadProfile::ramp(stages.clone())),
-            // A plan file's rampup: connections join over it, then stay.
-            (None, Some(rampup)) if plan.load.rate.is_none() => {
-                Some(LoadProfile::ramp_then_hold(rampup, plan.load.connections as f64))
-            }
-            (None, _) => None,
-        };
-        match plan.load.rate {
-            Some(rate) => LoadModel::Open { rate, ramp },
-            None => LoadModel::Closed { ramp },
-        }
-    }
 }
 
 /// What every worker of a run shares, read-only.
@@ -379,9 +342,9 @@ pub fn run(
         prepared,
         transport: plan.transport.clone(),
         success: plan.request.success.clone(),
-        model: LoadModel::of(plan),
+        model: plan.load.model(),
         scenario: plan.request.scenario.clone(),
-        open_model: plan.load.rate.is_some(),
+        open_model: plan.load.pace.is_open(),
         tls: settled.tls,
         interval: plan.reporting.interval,
         stop,

@@ -8,7 +8,7 @@
 
 use crate::cli::StepArgs;
 use crate::engine::{EngineError, Silent};
-use crate::plan::{LoadAsk, Plan, PlanError, RunSpec, load_file, parse_duration};
+use crate::plan::{LoadAsk, Pace, Plan, PlanError, RunSpec, load_file, parse_duration};
 use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, thousands};
 pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
@@ -236,12 +236,12 @@ fn level_load(
                     target: level,
                 },
             ]);
-            load.rate = rate_steps.then_some(0.0);
+            load.rate = rate_steps.then_some(Pace::Staged);
         }
         None => {
             load.duration = Some(duration);
             if rate_steps {
-                load.rate = Some(level);
+                load.rate = Some(Pace::Rate(level));
             } else {
                 load.connections = Some(level.round().max(1.0) as usize);
             }
