@@ -53,28 +53,11 @@ pub enum EngineError {
     /// `0` names the thread.
     #[error("cannot start {0}")]
     Thread(&'static str, #[source] std::io::Error),
-    /// `what` is the report or its HTML page.
-    #[error("cannot write {what} to '{path}'")]
-    Save {
-        what: &'static str,
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("interrupted before the planned start")]
-    InterruptedBeforeStart,
-    #[error(transparent)]
-    OpenFiles(#[from] crate::sys::OpenFilesError),
-    #[error(transparent)]
-    LateStart(#[from] crate::plan::shard::LateStart),
     #[error(transparent)]
     Protocol(#[from] protocol::ProtocolError),
+    /// The watched process cannot be sampled.
     #[error(transparent)]
     Monitor(#[from] crate::monitor::MonitorError),
-    /// A sink that could not start, its error kept whole (boxed: the
-    /// sinks sit above the engine and observe it).
-    #[error(transparent)]
-    Sink(crate::error::Cause),
 }
 
 /// What every worker of a run shares, read-only.

@@ -7,13 +7,13 @@
 //! its runs, and the verdict is computed from them.
 
 use crate::cli::StepArgs;
-use crate::engine::{EngineError, Silent};
+use crate::engine::Silent;
 use crate::plan::{LoadAsk, Pace, Plan, PlanError, RunSpec, load_file, parse_duration};
 use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, thousands};
 pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
 use crate::report::{Report, RunReport};
-use crate::run::{Output, Session, Verdict, pause};
+use crate::run::{Output, RunError, Session, Verdict, pause};
 use crate::shape::Stage;
 use crate::sink::RunStart;
 use crate::slo::{Criterion, PercentSign, parse_criteria, parse_percent};
@@ -256,7 +256,7 @@ pub fn execute(
     mut step: StepPlan,
     output: &Output,
     stop: Arc<AtomicBool>,
-) -> Result<(Report, Verdict), EngineError> {
+) -> Result<(Report, Verdict), RunError> {
     let peak = step
         .plans
         .iter()
