@@ -296,8 +296,8 @@ pub struct RunArgs {
     /// Open model: N requests per second in all, each due at a fixed time;
     /// latency counts from that time. With --stages, give -R alone: the
     /// stages are then in requests per second.
-    #[arg(short = 'R', long, value_name = "N", num_args = 0..=1, default_missing_value = "0")]
-    pub rate: Option<f64>,
+    #[arg(short = 'R', long, value_name = "N", num_args = 0..=1)]
+    pub rate: Option<Option<f64>>,
     /// Ramp the load linearly to each target over each span, from 0:
     /// "10s:100,30s:100,10s:0" (connections, or req/s with -R). Sets the duration.
     #[arg(long, value_name = "STAGES")]

@@ -23,7 +23,7 @@ pub enum DemoError {
     #[error(transparent)]
     Plan(#[from] crate::plan::PlanError),
     #[error(transparent)]
-    Run(#[from] crate::engine::EngineError),
+    Run(#[from] crate::run::RunError),
 }
 
 /// Runs the demo; `duration` is per URL (e.g. "2s").

@@ -64,7 +64,7 @@ pub enum MergeError {
     #[error("--threshold: {0}")]
     Threshold(String),
     #[error(transparent)]
-    Save(#[from] crate::engine::EngineError),
+    Save(#[from] crate::run::SaveError),
 }
 
 /// How the shards' runs differ where they must not.

@@ -16,6 +16,40 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
+use thiserror::Error;
+
+/// Why an invocation's runs could not happen, or what they measured could
+/// not be kept: the engine's failures, and the run's own around them.
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Save(#[from] SaveError),
+    #[error("interrupted before the planned start")]
+    InterruptedBeforeStart,
+    #[error(transparent)]
+    OpenFiles(#[from] crate::sys::OpenFilesError),
+    #[error(transparent)]
+    LateStart(#[from] crate::plan::shard::LateStart),
+    /// The `--spawn`ed target could not be started or watched.
+    #[error(transparent)]
+    Spawn(#[from] crate::monitor::MonitorError),
+    /// A sink that could not start, its error kept whole.
+    #[error(transparent)]
+    Sink(crate::error::Cause),
+}
+
+/// A report that could not be written; `what` is the report or its HTML
+/// page.
+#[derive(Debug, Error)]
+#[error("cannot write {what} to '{path}'")]
+pub struct SaveError {
+    what: &'static str,
+    path: String,
+    #[source]
+    source: std::io::Error,
+}
 
 /// How the report is shown and saved.
 #[derive(Clone, Debug)]
@@ -76,13 +110,13 @@ impl Session {
     /// Spawns the target of `plan` (setting its `monitor_pid`), starts the
     /// sinks and makes room for `peak_connections` descriptors; the report
     /// embeds `plan`.
-    pub fn start(plan: &mut Plan, output: &Output, peak_connections: usize) -> Result<Session, EngineError> {
+    pub fn start(plan: &mut Plan, output: &Output, peak_connections: usize) -> Result<Session, RunError> {
         let spawned = spawn_target(plan)?;
         let spec = crate::sink::SinkSpec {
-            priority: crate::sys::ThreadPriority::for_model(plan.load.rate.is_some()),
+            priority: crate::sys::ThreadPriority::for_model(plan.load.pace.is_open()),
             ..output.sinks.clone()
         };
-        let sinks = Sinks::start(&spec, plan).map_err(|e| EngineError::Sink(e.into()))?;
+        let sinks = Sinks::start(&spec, plan).map_err(|e| RunError::Sink(e.into()))?;
         // Each connection is a descriptor; leave room for the rest of the process.
         crate::sys::ensure_open_files(peak_connections as u64 + 64)?;
         crate::sys::reserve_descriptors(peak_connections as u64 + 64);
@@ -105,7 +139,7 @@ impl Session {
         target: &crate::target::Target,
         stop: &Arc<AtomicBool>,
         live: &mut dyn crate::engine::Observer,
-    ) -> Result<(RunReport, crate::engine::RunResult, Option<String>), EngineError> {
+    ) -> Result<(RunReport, crate::engine::RunResult, Option<String>), RunError> {
         self.sinks.run_started(start);
         let (result, aborted_by) = run_watched(start.plan, target, stop, &mut self.sinks.with(live))?;
         // --http3 needs https://: an offer to an http:// URL is not one
@@ -126,7 +160,7 @@ impl Session {
         output: &Output,
         text: bool,
         dead: impl Fn(&[RunReport]) -> bool,
-    ) -> Result<(Report, Verdict), EngineError> {
+    ) -> Result<(Report, Verdict), RunError> {
         let Session {
             spawned,
             mut sinks,
@@ -161,7 +195,7 @@ pub fn execute(
     mut plan: Plan,
     output: &Output,
     stop: Arc<AtomicBool>,
-) -> Result<(Report, Verdict), EngineError> {
+) -> Result<(Report, Verdict), RunError> {
     // The open model may add connections up to --max-connections.
     let peak = plan.load.max_connections.unwrap_or(plan.load.connections);
     let mut session = Session::start(&mut plan, output, peak)?;
@@ -232,7 +266,7 @@ const SPAWN_WAIT: Duration = Duration::from_secs(10);
 
 /// Starts the `--spawn` target (kept alive by the returned guard) and
 /// watches it.
-pub fn spawn_target(plan: &mut Plan) -> Result<Option<crate::monitor::Spawned>, EngineError> {
+pub fn spawn_target(plan: &mut Plan) -> Result<Option<crate::monitor::Spawned>, RunError> {
     let Some(command) = &plan.watch.spawn else {
         return Ok(None);
     };
@@ -249,7 +283,7 @@ pub fn run_watched(
     target: &crate::target::Target,
     stop: &Arc<AtomicBool>,
     live: &mut dyn crate::engine::Observer,
-) -> Result<(crate::engine::RunResult, Option<String>), EngineError> {
+) -> Result<(crate::engine::RunResult, Option<String>), RunError> {
     if !plan.reporting.abort_on_fail {
         return Ok((engine::run(plan, target, stop.clone(), live)?, None));
     }
@@ -279,9 +313,9 @@ pub fn judge<P>(report: &mut Report<P>, criteria: &[crate::slo::Criterion], text
 
 /// Writes the JSON report where asked (a file, or stdout for `--json`) and
 /// the HTML report; the same for a run's report and a merged one.
-pub fn save<P: serde::Serialize>(report: &Report<P>, output: &Output) -> Result<(), EngineError> {
+pub fn save<P: serde::Serialize>(report: &Report<P>, output: &Output) -> Result<(), SaveError> {
     if let Some(path) = &output.file {
-        std::fs::write(path, report.to_json() + "\n").map_err(|source| EngineError::Save {
+        std::fs::write(path, report.to_json() + "\n").map_err(|source| SaveError {
             what: "report",
             path: path.display().to_string(),
             source,
@@ -291,7 +325,7 @@ pub fn save<P: serde::Serialize>(report: &Report<P>, output: &Output) -> Result<
         println!("{}", report.to_json());
     }
     if let Some(path) = &output.html {
-        std::fs::write(path, crate::report::html::render(report)).map_err(|source| EngineError::Save {
+        std::fs::write(path, crate::report::html::render(report)).map_err(|source| SaveError {
             what: "the HTML report",
             path: path.display().to_string(),
             source,
@@ -305,7 +339,7 @@ pub fn save<P: serde::Serialize>(report: &Report<P>, output: &Output) -> Result<
 pub fn wait_for_start(
     start_at: &crate::plan::shard::StartAt,
     stop: &AtomicBool,
-) -> Result<crate::report::StartInfo, EngineError> {
+) -> Result<crate::report::StartInfo, RunError> {
     start_at.check_not_late(SystemTime::now())?;
     let tty = std::io::stderr().is_terminal();
     let mut last_shown = None;
@@ -315,7 +349,7 @@ pub fn wait_for_start(
             break;
         };
         if stop.load(Ordering::Relaxed) {
-            return Err(EngineError::InterruptedBeforeStart);
+            return Err(RunError::InterruptedBeforeStart);
         }
         let secs = left.as_secs();
         if last_shown != Some(secs) && (tty || last_shown.is_none()) {

@@ -306,3 +306,33 @@ mod tests {
         assert!(close(p.time_of_count(250.0).unwrap(), 1.0));
     }
 }
+
+/// Closed (connections) or open (arrival rate) load, as the workers need
+/// it.
+#[derive(Clone, Debug)]
+pub enum LoadModel {
+    /// Each connection sends as soon as its previous response is back;
+    /// `ramp` (from `--stages`, or a plan file's rampup) limits how many
+    /// connections may send.
+    Closed { ramp: Option<LoadProfile> },
+    /// Requests are due on a schedule, in requests per second in all: a
+    /// fixed rate, or ramped through stages.
+    Open { schedule: LoadProfile },
+}
+
+impl LoadModel {
+    /// Whether requests have intended send times (the open model).
+    pub fn is_open(&self) -> bool {
+        matches!(self, LoadModel::Open { .. })
+    }
+
+    /// The load profile of the whole run (of `connections` in the closed
+    /// model), for the per-interval log.
+    pub fn profile(&self, connections: usize) -> LoadProfile {
+        match self {
+            LoadModel::Closed { ramp: Some(ramp) } => ramp.clone(),
+            LoadModel::Closed { ramp: None } => LoadProfile::constant(connections as f64),
+            LoadModel::Open { schedule } => schedule.clone(),
+        }
+    }
+}

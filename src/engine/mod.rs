@@ -36,7 +36,7 @@ use crate::plan::{Plan, StatusSet};
 use crate::recorder::Snapshot;
 use crate::request::{Fields, Overrides, Request};
 use crate::scenario::Scenario;
-use crate::shape::LoadProfile;
+pub use crate::shape::LoadModel;
 use crate::sys::CpuTime;
 use crate::target::Target;
 use crate::tls::TlsSetup;
@@ -65,70 +65,11 @@ pub enum EngineError {
     /// `0` names the thread.
     #[error("cannot start {0}")]
     Thread(&'static str, #[source] std::io::Error),
-    /// `what` is the report or its HTML page.
-    #[error("cannot write {what} to '{path}'")]
-    Save {
-        what: &'static str,
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("interrupted before the planned start")]
-    InterruptedBeforeStart,
-    #[error(transparent)]
-    OpenFiles(#[from] crate::sys::OpenFilesError),
-    #[error(transparent)]
-    LateStart(#[from] crate::plan::shard::LateStart),
     #[error(transparent)]
     Protocol(#[from] protocol::ProtocolError),
+    /// The watched process cannot be sampled.
     #[error(transparent)]
     Monitor(#[from] crate::monitor::MonitorError),
-    /// A sink that could not start, its error kept whole (boxed: the
-    /// sinks sit above the engine and observe it).
-    #[error(transparent)]
-    Sink(crate::error::Cause),
-}
-
-/// Closed (connections) or open (arrival rate) load, as the workers need it.
-#[derive(Clone, Debug)]
-pub enum LoadModel {
-    /// Each connection sends as soon as its previous response is back;
-    /// `ramp` (from `--stages`) limits how many connections may send.
-    Closed { ramp: Option<LoadProfile> },
-    /// Requests are due on a schedule of `rate` per second, or of `ramp`.
-    Open { rate: f64, ramp: Option<LoadProfile> },
-}
-
-impl LoadModel {
-    /// Whether requests have intended send times (the open model).
-    pub fn is_open(&self) -> bool {
-        matches!(self, LoadModel::Open { .. })
-    }
-
-    /// The load profile of the whole run, for the per-interval log.
-    pub fn profile(&self, connections: usize) -> LoadProfile {
-        match self {
-            LoadModel::Closed { ramp: Some(ramp) } | LoadModel::Open { ramp: Some(ramp), .. } => ramp.clone(),
-            LoadModel::Closed { ramp: None } => LoadProfile::constant(connections as f64),
-            LoadModel::Open { rate, ramp: None } => LoadProfile::constant(*rate),
-        }
-    }
-
-    /// The model of a plan.
-    pub fn of(plan: &Plan) -> LoadModel {
-        let ramp = match (&plan.load.stages, plan.load.rampup) {
-            (Some(stages), _) => Some(LoadProfile::ramp(stages.clone())),
-            // A plan file's rampup: connections join over it, then stay.
-            (None, Some(rampup)) if plan.load.rate.is_none() => {
-                Some(LoadProfile::ramp_then_hold(rampup, plan.load.connections as f64))
-            }
-            (None, _) => None,
-        };
-        match plan.load.rate {
-            Some(rate) => LoadModel::Open { rate, ramp },
-            None => LoadModel::Closed { ramp },
-        }
-    }
 }
 
 /// What a run's requests are: the kind of exchange its loops make.
@@ -212,7 +153,7 @@ impl<W: Wire> Shared<W> {
             setup: W::setup(settled)?,
             transport: plan.transport.clone(),
             success: plan.request.success.clone(),
-            model: LoadModel::of(plan),
+            model: plan.load.model(),
             tls: settled.tls.clone(),
             interval: plan.reporting.interval,
             stop,

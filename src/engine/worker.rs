@@ -19,7 +19,6 @@ use crate::net::Connector;
 use crate::net::uring::Ring;
 use crate::recorder::{Recorder, Snapshot};
 use crate::response::BodySink;
-use crate::shape::LoadProfile;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
 use std::pin::pin;
@@ -76,21 +75,16 @@ fn feed_for<W: FastPath>(
                 .filter(|_| ramped)
                 .map(|r| (r.scaled(spec.share * shared.transport.streams as f64), start)),
         }),
-        LoadModel::Open { rate, ramp } => {
-            let profile = match ramp.as_ref().filter(|_| ramped) {
-                Some(ramp) => ramp.scaled(spec.share),
-                None => LoadProfile::constant(rate * spec.share),
-            };
-            Feed::Open(OpenFeed::new(
-                profile,
-                spec.phase,
-                start,
-                limit.requests,
-                deadline,
-                spec.may_add * shared.transport.streams,
-                ring,
-            ))
-        }
+        // A warm-up (never ramped: stages take none) runs at the fixed rate.
+        LoadModel::Open { schedule } => Feed::Open(OpenFeed::new(
+            schedule.scaled(spec.share),
+            spec.phase,
+            start,
+            limit.requests,
+            deadline,
+            spec.may_add * shared.transport.streams,
+            ring,
+        )),
     }
 }
 

@@ -29,7 +29,7 @@ pub use parse::{StatusSet, Warmup, parse_duration, parse_header, parse_warmup};
 pub use spec::{BodySource, LoadAsk, RunSpec};
 
 use crate::cli::RunArgs;
-use crate::shape::Stage;
+use crate::shape::{LoadModel, LoadProfile, Stage};
 use crate::target::{Target, TargetError};
 use serde::Serialize;
 use std::time::Duration;
@@ -135,14 +135,40 @@ pub enum HttpVersion {
     Http3,
 }
 
+/// Closed or open load, and where an open run's rate comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pace {
+    /// Each connection sends as soon as its previous response is back.
+    Closed,
+    /// Requests are due at this many per second in all.
+    Rate(f64),
+    /// Requests are due at the rate the stages give, per second.
+    Staged,
+}
+
+impl Pace {
+    /// Whether requests have intended send times (the open model).
+    pub fn is_open(self) -> bool {
+        !matches!(self, Pace::Closed)
+    }
+
+    /// The fixed rate, where the open model has one.
+    pub fn rate(self) -> Option<f64> {
+        match self {
+            Pace::Rate(rate) => Some(rate),
+            Pace::Closed | Pace::Staged => None,
+        }
+    }
+}
+
 /// How much load, and its shape: what a step level and a shard change.
 #[derive(Clone, Debug)]
 pub struct Load {
     /// Connections (at the peak of a closed-model ramp).
     pub connections: usize,
-    /// Open model: requests per second in all (`None`: closed model).
-    pub rate: Option<f64>,
-    /// A ramp of connections or (with `rate`) of requests per second.
+    /// Closed or open, and the open model's rate.
+    pub pace: Pace,
+    /// A ramp of connections or (open) of requests per second.
     pub stages: Option<Vec<Stage>>,
     /// Open model: the pool may grow to this many connections.
     pub max_connections: Option<usize>,
@@ -150,6 +176,36 @@ pub struct Load {
     pub rampup: Option<Duration>,
     /// Worker threads; never more than connections.
     pub threads: usize,
+}
+
+impl Load {
+    /// The load model the workers run: closed, with a ramp of connections
+    /// where the stages or a plan file's rampup give one; or open, on the
+    /// schedule of the rate or of the stages.
+    pub fn model(&self) -> LoadModel {
+        match (self.pace, &self.stages) {
+            (Pace::Closed, Some(stages)) => LoadModel::Closed {
+                ramp: Some(LoadProfile::ramp(stages.clone())),
+            },
+            // A plan file's rampup: connections join over it, then stay.
+            (Pace::Closed, None) => LoadModel::Closed {
+                ramp: self
+                    .rampup
+                    .map(|rampup| LoadProfile::ramp_then_hold(rampup, self.connections as f64)),
+            },
+            (Pace::Rate(rate), None) => LoadModel::Open {
+                schedule: LoadProfile::constant(rate),
+            },
+            (Pace::Rate(_) | Pace::Staged, Some(stages)) => LoadModel::Open {
+                schedule: LoadProfile::ramp(stages.clone()),
+            },
+            // Settling refuses `-R` alone without stages; with none, no
+            // request is due.
+            (Pace::Staged, None) => LoadModel::Open {
+                schedule: LoadProfile::constant(0.0),
+            },
+        }
+    }
 }
 
 /// How long each URL is loaded, what comes before, and the pause between.
@@ -315,14 +371,18 @@ mod tests {
             }
         };
         let rate = LoadAsk {
-            rate: Some(500.0),
+            rate: Some(Pace::Rate(500.0)),
             connections: Some(8),
             duration: Some(Duration::from_secs(3)),
             ..plan(&[]).asked
         };
         let derived = plan(&[]).with_load(rate.clone()).unwrap();
         assert_eq!(
-            (derived.load.connections, derived.load.rate, derived.load.threads),
+            (
+                derived.load.connections,
+                derived.load.pace.rate(),
+                derived.load.threads
+            ),
             (8, Some(500.0), 2)
         );
         assert_eq!(derived.stop.duration, Some(Duration::from_secs(3)));

@@ -7,7 +7,7 @@
 //! and `requests`), so `#[serde(flatten)]` on the groups cannot give it;
 //! [`Recorded`] lists the keys once, in order, borrowing from the groups.
 
-use super::{HttpVersion, Plan, StatusSet, Warmup, shard::Shard};
+use super::{HttpVersion, Pace, Plan, StatusSet, Warmup, shard::Shard};
 use crate::shape::Stage;
 use crate::target::Target;
 use serde::{Serialize, Serializer};
@@ -84,7 +84,12 @@ impl Serialize for Plan {
         Recorded {
             targets: &request.targets,
             connections: load.connections,
-            rate: load.rate,
+            // The report's key: `0` for a rate the stages give.
+            rate: match load.pace {
+                Pace::Closed => None,
+                Pace::Rate(rate) => Some(rate),
+                Pace::Staged => Some(0.0),
+            },
             stages: &load.stages,
             max_connections: load.max_connections,
             rampup: load.rampup,

@@ -9,7 +9,7 @@
 //! ([`Shard::phase`] offsets the shard's pacer), so the merged schedule is
 //! the single run's.
 
-use super::{Plan, PlanError, Warmup, share};
+use super::{Pace, Plan, PlanError, Warmup, share};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 
@@ -89,20 +89,20 @@ impl Plan {
         };
         let factor = 1.0 / n as f64;
         let load = &mut self.load;
-        match (&mut load.stages, load.rate) {
-            (Some(stages), rate) => {
+        match (&mut load.stages, load.pace) {
+            (Some(stages), pace) => {
                 stages.iter_mut().for_each(|s| s.target *= factor);
-                if rate.is_none() {
+                if !pace.is_open() {
                     // Closed model: the stages are the connections; the peak
                     // of the scaled ramp is this shard's pool.
                     let peak = stages.iter().map(|s| s.target).fold(0.0, f64::max);
                     load.connections = peak.ceil().max(1.0) as usize;
                 }
             }
-            (None, Some(rate)) => load.rate = Some(rate * factor),
-            (None, None) => {}
+            (None, Pace::Rate(rate)) => load.pace = Pace::Rate(rate * factor),
+            (None, Pace::Closed | Pace::Staged) => {}
         }
-        if load.stages.is_none() || load.rate.is_some() {
+        if load.stages.is_none() || load.pace.is_open() {
             let part = shard.part(load.connections as u64);
             if part == 0 {
                 return Err(too_many("connections", load.connections as u64));

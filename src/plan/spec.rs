@@ -9,7 +9,7 @@
 //! level, see [`super::Plan::with_load`]).
 
 use super::{
-    HttpVersion, Load, PlanError, Reporting, Request, StatusSet, Stop, Transport, Warmup, Watch,
+    HttpVersion, Load, Pace, PlanError, Reporting, Request, StatusSet, Stop, Transport, Warmup, Watch,
     available_cores, parse_duration, parse_header, parse_warmup, shard,
 };
 use crate::cli::RunArgs;
@@ -34,9 +34,9 @@ pub enum BodySource {
 pub struct LoadAsk {
     /// `-c`.
     pub connections: Option<usize>,
-    /// `-R`: `Some(0.0)` is `-R` without a number (with `stages`, the
-    /// stages are then in requests per second).
-    pub rate: Option<f64>,
+    /// `-R`: a rate, or (`-R` without a number, with `stages`) the
+    /// stages in requests per second.
+    pub rate: Option<Pace>,
     pub stages: Option<Vec<Stage>>,
     pub max_connections: Option<usize>,
     /// `-t` (default: the cores this process may use).
@@ -56,7 +56,7 @@ impl LoadAsk {
     pub fn from_args(args: &RunArgs) -> Result<LoadAsk, PlanError> {
         Ok(LoadAsk {
             connections: args.connections,
-            rate: args.rate,
+            rate: args.rate.map(|rate| rate.map_or(Pace::Staged, Pace::Rate)),
             stages: args
                 .stages
                 .as_deref()
@@ -82,29 +82,32 @@ impl LoadAsk {
     /// error is one line naming the flags.
     pub fn settle(&self, pipeline: u32, coalesce: bool, delay: Duration) -> Result<(Load, Stop), PlanError> {
         let stages = &self.stages;
-        let rate = match (self.rate, stages) {
-            (Some(r), _) if !r.is_finite() || r < 0.0 => {
+        let pace = match (self.rate, stages) {
+            (Some(Pace::Rate(r)), _) if !r.is_finite() || r < 0.0 => {
                 return Err(PlanError::OutOfRange("--rate must be a positive number"));
             }
-            (Some(r), Some(_)) if r > 0.0 => {
+            (Some(Pace::Rate(r)), Some(_)) if r > 0.0 => {
                 return Err(PlanError::Conflict(
                     "with --stages give -R without a number: the stages set the rate",
                 ));
             }
-            (Some(0.0), None) => {
+            // `-R 0` reads as `-R` alone.
+            (Some(Pace::Staged | Pace::Rate(_)), Some(_)) => Pace::Staged,
+            (Some(Pace::Staged), None) | (Some(Pace::Rate(0.0)), None) => {
                 return Err(PlanError::OutOfRange(
                     "--rate needs requests per second, e.g. -R 1000",
                 ));
             }
-            (rate, _) => rate,
+            (Some(pace), None) => pace,
+            (Some(Pace::Closed) | None, _) => Pace::Closed,
         };
-        let connections = match (stages, rate, self.connections) {
-            (Some(_), None, Some(_)) => {
+        let connections = match (stages, pace.is_open(), self.connections) {
+            (Some(_), false, Some(_)) => {
                 return Err(PlanError::Conflict(
                     "--stages sets the connections of a closed-model run: drop -c",
                 ));
             }
-            (Some(stages), None, None) => stages
+            (Some(stages), false, None) => stages
                 .iter()
                 .map(|s| s.target)
                 .fold(0.0, f64::max)
@@ -116,7 +119,7 @@ impl LoadAsk {
             return Err(PlanError::OutOfRange("--connections must be at least 1"));
         }
         if let Some(max) = self.max_connections {
-            if rate.is_none() {
+            if !pace.is_open() {
                 return Err(PlanError::Conflict(
                     "--max-connections goes with --rate (the open model)",
                 ));
@@ -125,12 +128,12 @@ impl LoadAsk {
                 return Err(PlanError::MaxConnectionsBelow { max, connections });
             }
         }
-        if rate.is_some() && pipeline > 1 {
+        if pace.is_open() && pipeline > 1 {
             return Err(PlanError::Conflict(
                 "--pipeline goes with the closed model, not --rate",
             ));
         }
-        if rate.is_some() && coalesce {
+        if pace.is_open() && coalesce {
             return Err(PlanError::Conflict(
                 "--coalesce goes with the closed model, not --rate: it holds requests back, and -R sends each at its time",
             ));
@@ -170,10 +173,10 @@ impl LoadAsk {
         // A plan file's rampup shapes a closed model's steady pool only.
         let rampup = self
             .rampup
-            .filter(|r| !r.is_zero() && stages.is_none() && self.rate.is_none());
+            .filter(|r| !r.is_zero() && stages.is_none() && !pace.is_open());
         let load = Load {
             connections,
-            rate,
+            pace,
             stages: stages.clone(),
             max_connections: self.max_connections,
             rampup,
@@ -369,7 +372,7 @@ impl RunSpec {
         // responses, read with their receive stamps: plain, in the closed
         // model.
         let unbatched_http2 =
-            args.http2 && (args.no_batch || load.rate.is_some() || targets.iter().any(|t| t.tls));
+            args.http2 && (args.no_batch || load.pace.is_open() || targets.iter().any(|t| t.tls));
         Ok(RunSpec {
             asked,
             load,
@@ -479,7 +482,7 @@ mod tests {
     fn settling_applies_the_defaults_and_rules() {
         let (load, stop) = LoadAsk::default().settle(1, false, Duration::ZERO).unwrap();
         assert_eq!(
-            (load.connections, load.rate, stop.duration),
+            (load.connections, load.pace.rate(), stop.duration),
             (50, None, Some(Duration::from_secs(10)))
         );
         let ask = LoadAsk {
@@ -493,10 +496,13 @@ mod tests {
             (3, 3, Some(Duration::from_secs(3)))
         );
         let open = LoadAsk {
-            rate: Some(100.0),
+            rate: Some(Pace::Rate(100.0)),
             ..LoadAsk::default()
         };
-        assert_eq!(open.settle(1, false, Duration::ZERO).unwrap().0.rate, Some(100.0));
+        assert_eq!(
+            open.settle(1, false, Duration::ZERO).unwrap().0.pace,
+            Pace::Rate(100.0)
+        );
         let err = open.settle(2, false, Duration::ZERO).unwrap_err().to_string();
         assert_eq!(err, "--pipeline goes with the closed model, not --rate");
     }

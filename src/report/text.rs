@@ -3,6 +3,7 @@
 
 use super::{PhaseTotals, Report, RunReport, Summary};
 use crate::collector::SeriesRow;
+use crate::plan::Pace;
 use std::fmt::Write;
 
 /// How much the text report says.
@@ -168,19 +169,19 @@ pub fn run_banner(report: &Report, url: &str) -> String {
     } else {
         "new connection per request"
     };
-    let load = match (plan.load.rate, &plan.load.stages) {
-        (Some(_), Some(stages)) => format!(
+    let load = match (plan.load.pace, &plan.load.stages) {
+        (pace, Some(stages)) if pace.is_open() => format!(
             "req/s ramped through {}, {} connections",
             stage_list(stages),
             plan.load.connections
         ),
-        (Some(rate), None) => format!(
+        (Pace::Rate(rate), _) => format!(
             "{} req/s on {} connections",
             thousands(rate.round() as u64),
             plan.load.connections
         ),
-        (None, Some(stages)) => format!("connections ramped through {}", stage_list(stages)),
-        (None, None) => format!("{} connections", thousands(plan.load.connections as u64)),
+        (_, Some(stages)) => format!("connections ramped through {}", stage_list(stages)),
+        (_, None) => format!("{} connections", thousands(plan.load.connections as u64)),
     };
     let mut growth = plan
         .load

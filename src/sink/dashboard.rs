@@ -207,7 +207,7 @@ impl Sink for Dashboard {
             index: run.index,
             url: run.url,
             level: run.level,
-            open_model: run.plan.load.rate.is_some(),
+            open_model: run.plan.load.pace.is_open(),
             planned_s: super::planned_seconds(run.plan),
             threads: run.plan.load.threads,
             buckets: run.plan.reporting.buckets.clone(),

@@ -351,7 +351,7 @@ impl Sink for Metrics {
             labels,
             items,
             start_ms: model::now_ms(),
-            open_model: run.plan.load.rate.is_some(),
+            open_model: run.plan.load.pace.is_open(),
             addrs: run
                 .plan
                 .request

@@ -7,13 +7,13 @@
 //! its runs, and the verdict is computed from them.
 
 use crate::cli::StepArgs;
-use crate::engine::{EngineError, Silent};
-use crate::plan::{LoadAsk, Plan, PlanError, RunSpec, load_file, parse_duration};
+use crate::engine::Silent;
+use crate::plan::{LoadAsk, Pace, Plan, PlanError, RunSpec, load_file, parse_duration};
 use crate::report::live::LiveView;
 use crate::report::text::{Detail, ms, ms_or_dash, thousands};
 pub use crate::report::verdicts::{LevelRow, StepReport, Verdict5};
 use crate::report::{Report, RunReport};
-use crate::run::{Output, Session, Verdict, pause};
+use crate::run::{Output, RunError, Session, Verdict, pause};
 use crate::shape::Stage;
 use crate::sink::RunStart;
 use crate::slo::{Criterion, PercentSign, parse_criteria, parse_percent};
@@ -236,12 +236,12 @@ fn level_load(
                     target: level,
                 },
             ]);
-            load.rate = rate_steps.then_some(0.0);
+            load.rate = rate_steps.then_some(Pace::Staged);
         }
         None => {
             load.duration = Some(duration);
             if rate_steps {
-                load.rate = Some(level);
+                load.rate = Some(Pace::Rate(level));
             } else {
                 load.connections = Some(level.round().max(1.0) as usize);
             }
@@ -256,7 +256,7 @@ pub fn execute(
     mut step: StepPlan,
     output: &Output,
     stop: Arc<AtomicBool>,
-) -> Result<(Report, Verdict), EngineError> {
+) -> Result<(Report, Verdict), RunError> {
     let peak = step
         .plans
         .iter()

@@ -30,12 +30,12 @@ fn level_flags(args: &StepArgs, level: f64) -> RunArgs {
                 human(ramp),
                 human(duration - ramp)
             ));
-            run.rate = args.rate_steps.then_some(0.0);
+            run.rate = args.rate_steps.then_some(None);
         }
         None => {
             run.duration = Some(human(duration));
             if args.rate_steps {
-                run.rate = Some(level);
+                run.rate = Some(Some(level));
             } else {
                 run.connections = Some(level.round().max(1.0) as usize);
             }
