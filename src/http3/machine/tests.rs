@@ -102,7 +102,12 @@ impl Pair {
     /// A connection with its handshake done.
     fn connected(lanes: usize, play: Play) -> Pair {
         let (cert, key) = certificate();
-        let mut pair = Pair::new(client_config(&cert), server_config(&cert, &key, false), lanes, play);
+        let mut pair = Pair::new(
+            client_config(&cert),
+            server_config(&cert, &key, false),
+            lanes,
+            play,
+        );
         pair.pump();
         assert!(pair.client.connected, "the handshake did not finish");
         pair
@@ -420,12 +425,22 @@ fn a_request_in_refused_0rtt_data_is_sent_again_once_connected() {
     // forgot it) refuses the early data: the request in it was never
     // processed, and goes again on a stream opened once connected.
     let mut second = Pair::new(client, server_config(&cert, &key, true), 1, Play::Answer);
-    assert!(second.client.quic.has_0rtt(), "the session was resumed with 0-RTT keys");
+    assert!(
+        second.client.quic.has_0rtt(),
+        "the session was resumed with 0-RTT keys"
+    );
     second.client.early = true;
-    assert!(matches!(second.start(0), Opened::Started), "a stream in 0-RTT data");
+    assert!(
+        matches!(second.start(0), Opened::Started),
+        "a stream in 0-RTT data"
+    );
     second.pump();
     let handshake = second.client.handshake.take().expect("the handshake");
-    assert_eq!(handshake.zero_rtt, Some(false), "the server refused the early data");
+    assert_eq!(
+        handshake.zero_rtt,
+        Some(false),
+        "the server refused the early data"
+    );
     // The lane, woken, writes its request again on its new stream (as its
     // connection's `drive` does).
     assert!(!second.client.finished(0), "the request waits to go again");
