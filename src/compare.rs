@@ -41,14 +41,25 @@ pub struct FailIf {
     pub text: String,
 }
 
-// A leaf parser: its message is the value.
-pub fn parse_fail_if(text: &str) -> Result<FailIf, String> {
-    let bad = || format!("invalid --fail-if '{text}': use e.g. p99>+10%, rps<-5%, mean>+20%");
+/// A `--fail-if` rule that does not parse.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FailIfError {
+    #[error("invalid --fail-if '{0}': use e.g. p99>+10%, rps<-5%, mean>+20%")]
+    Syntax(String),
+    #[error(
+        "invalid --fail-if '{0}': use e.g. p99>+10%, rps<-5%, mean>+20% (metrics: {metrics})",
+        metrics = METRICS.join(", ")
+    )]
+    Metric(String),
+}
+
+pub fn parse_fail_if(text: &str) -> Result<FailIf, FailIfError> {
+    let bad = || FailIfError::Syntax(text.to_string());
     let t = text.trim();
     let (metric, comparison, rest) = split_comparison(t).ok_or_else(bad)?;
     let metric = metric.to_ascii_lowercase();
     if !METRICS.contains(&metric.as_str()) {
-        return Err(format!("{} (metrics: {})", bad(), METRICS.join(", ")));
+        return Err(FailIfError::Metric(text.to_string()));
     }
     let pct = parse_percent(rest, PercentSign::Required).ok_or_else(bad)?;
     Ok(FailIf {
@@ -344,9 +355,8 @@ pub fn render(url_a: &str, url_b: &str, rows: &[Row]) -> String {
 /// Why `volley compare` could not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
-    /// The `--fail-if` parser's message.
     #[error("{0}")]
-    FailIf(String),
+    FailIf(FailIfError),
     #[error("invalid --noise '{0}': use e.g. 2%")]
     Noise(String),
     #[error(transparent)]

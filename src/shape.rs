@@ -22,11 +22,20 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
+/// `--stages` that do not parse.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StagesError {
+    #[error("invalid stage '{0}' in --stages: use DURATION:TARGET, e.g. 10s:100")]
+    Stage(String),
+    #[error("--stages names no stage")]
+    Empty,
+}
+
 /// Parses `10s:100,30s:100,10s:0`.
-pub fn parse_stages(text: &str) -> Result<Vec<Stage>, String> {
+pub fn parse_stages(text: &str) -> Result<Vec<Stage>, StagesError> {
     let mut stages = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("invalid stage '{part}' in --stages: use DURATION:TARGET, e.g. 10s:100");
+        let bad = || StagesError::Stage(part.to_string());
         let (duration, target) = part.split_once(':').ok_or_else(bad)?;
         let duration = humantime::parse_duration(duration.trim()).map_err(|_| bad())?;
         let target: f64 = target.trim().parse().map_err(|_| bad())?;
@@ -36,7 +45,7 @@ pub fn parse_stages(text: &str) -> Result<Vec<Stage>, String> {
         stages.push(Stage { duration, target });
     }
     if stages.is_empty() {
-        return Err("--stages names no stage".to_string());
+        return Err(StagesError::Empty);
     }
     Ok(stages)
 }

@@ -93,9 +93,8 @@ pub enum PlanError {
         path: std::path::PathBuf,
         error: std::io::Error,
     },
-    /// `--stages` that do not parse (the parser's message names the flag).
     #[error("{0}")]
-    Stages(String),
+    Stages(crate::shape::StagesError),
     /// A criterion of `--threshold` or `--slo` that does not parse.
     #[error("{flag}: {message}")]
     Criterion { flag: &'static str, message: String },

@@ -427,6 +427,52 @@ fn links_and_anchors_resolve_and_every_page_is_in_the_book() {
     assert!(broken[2].contains("../x.md (leaves the book"), "{broken:#?}");
 }
 
+// --- The README's commands ------------------------------------------------
+
+/// The subcommands `volley --help` lists, from its "Commands:" section.
+fn help_subcommands() -> Vec<String> {
+    let out = volley(&["--help"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let help = stdout(&out);
+    let listed = help
+        .split_once("Commands:\n")
+        .unwrap_or_else(|| panic!("no Commands: section in\n{help}"))
+        .1;
+    listed
+        .lines()
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_readme_names_every_command_the_help_lists() {
+    let commands = help_subcommands();
+    assert!(commands.iter().any(|c| c == "run"), "{commands:?}");
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    // The first cell of each row of the README's command table.
+    let rows: Vec<&str> = readme
+        .lines()
+        .filter(|line| line.starts_with("| `volley "))
+        .collect();
+    let missing: Vec<&String> = commands
+        .iter()
+        .filter(|name| {
+            let (spaced, alone) = (format!("`volley {name} "), format!("`volley {name}`"));
+            !rows.iter().any(|row| {
+                let first = row.split(" | ").next().unwrap_or("");
+                first.contains(&spaced) || first.contains(&alone)
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README.md's command table lacks {missing:?} (volley --help lists {commands:?})"
+    );
+}
+
 // --- Completions and man pages -------------------------------------------
 
 #[test]
