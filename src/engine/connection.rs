@@ -7,7 +7,7 @@
 //! walks a plan file's steps. Both send through the loop's [`Driver`] and
 //! record with the pieces in [`super::exchange`], so the loop and the
 //! protocols never call each other back. Where the protocol has a fast
-//! path for the phase ([`FastPath`]), the loop's requests take it instead,
+//! path for the phase (`FastPath`), the loop's requests take it instead,
 //! and each it cannot take comes back here.
 
 use super::Workload;

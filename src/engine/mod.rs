@@ -4,8 +4,8 @@
 //! The run goes in stages, each its own: [`protocol::settle`] picks the
 //! protocol once, and with it the [`Wire`] every worker is built for
 //! (nothing on the request path asks again); [`Shared`] holds what the
-//! workers share, the [`Workload`] among it; [`spawn`] starts the workers
-//! with their share of the plan; [`collect`] merges their intervals while
+//! workers share, the [`Workload`] among it; `spawn` starts the workers
+//! with their share of the plan; `collect` merges their intervals while
 //! the run lasts; the end joins them and hands back a [`RunResult`].
 //!
 //! The caller watches the run through an [`Observer`] (the live view and the

@@ -47,7 +47,7 @@ pub trait Streams: Multiplexed + Sized {
     /// A request as the protocol sends it: encoded once for the run, or
     /// for each send into a lane's own.
     type Request: Default;
-    /// What the error of a stream refused [`RETRIES`] times says.
+    /// What the error of a stream refused `RETRIES` times says.
     const REFUSED: &'static str;
 
     /// Encodes a plan's request into a lane's own `into`.
@@ -278,7 +278,7 @@ impl<C: Streams> Lane<C> {
     /// `recorder`.
     ///
     /// A refused stream was never processed, so it is sent again, up to
-    /// [`RETRIES`] times, on the group's connection that takes streams:
+    /// `RETRIES` times, on the group's connection that takes streams:
     /// the same one, unless the server has since said it takes no more
     /// (a GOAWAY), which sends it to a new one. A server refuses a stream
     /// when it sheds load, which a new connection per refusal would add to.
