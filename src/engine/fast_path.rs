@@ -48,12 +48,9 @@ impl FastPath for H1 {
         feed: &Feed,
         general: impl AsyncFnMut(&mut Driver<H1>, Ticket),
     ) -> bool {
-        let (Feed::Closed(closed), Some(request)) = (feed, ctx.shared.workload.fixed()) else {
+        let Some((closed, request)) = lean_h1::applies(ctx, feed) else {
             return false;
         };
-        if !lean_h1::applies(ctx, feed) {
-            return false;
-        }
         lean_h1::run(ctx, driver, closed, request, general).await;
         true
     }
@@ -64,7 +61,7 @@ impl FastPath for H1 {
 
     /// Only where every loop takes the fast path.
     fn stamped_in(ctx: &WorkerCtx<H1>, feed: &Feed) -> bool {
-        lean_h1::applies(ctx, feed)
+        lean_h1::applies(ctx, feed).is_some()
     }
 }
 
@@ -75,12 +72,9 @@ impl FastPath for H2 {
         feed: &Feed,
         general: impl AsyncFnMut(&mut Driver<H2>, Ticket),
     ) -> bool {
-        let (Feed::Closed(closed), Some(request)) = (feed, ctx.shared.workload.fixed()) else {
+        let Some((closed, request)) = lean_h2::applies(ctx, feed) else {
             return false;
         };
-        if !lean_h2::applies(ctx, feed) {
-            return false;
-        }
         lean_h2::run(ctx, driver, closed, request, general).await;
         true
     }

@@ -35,10 +35,18 @@ use std::time::Instant;
 /// What the run must be for its requests to take the fast path: the
 /// closed model without a connection ramp, the run's own HTTP/1.1 request
 /// (no plan) without pipelining, keep-alive, plain HTTP on the worker's
-/// ring.
-pub(super) fn applies(ctx: &WorkerCtx<H1>, feed: &Feed) -> bool {
-    let unpipelined = matches!(feed, Feed::Closed(closed) if closed.pipeline == 1);
-    unpipelined && settings_fit(&ctx.shared) && steady_on_a_ring(ctx, feed)
+/// ring. Where it is, the phase's closed feed and the run's request, which
+/// the fast path sends.
+pub(super) fn applies<'a>(
+    ctx: &'a WorkerCtx<H1>,
+    feed: &'a Feed,
+) -> Option<(&'a ClosedFeed, &'a RequestBytes)> {
+    let Feed::Closed(closed) = feed else {
+        return None;
+    };
+    let request = ctx.shared.workload.fixed()?;
+    let fits = closed.pipeline == 1 && settings_fit(&ctx.shared) && steady_on_a_ring(ctx, feed);
+    fits.then_some((closed, request))
 }
 
 /// Whether a phase of `feed` is the closed model without a connection

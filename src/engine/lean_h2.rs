@@ -34,12 +34,16 @@ use std::time::Instant;
 /// What the run must be for its requests to take the fast path: the
 /// closed model without a connection ramp, the run's own HTTP/2 request
 /// (no plan) on kept-alive connections. (HTTP/2 takes no `--pipeline`.)
-pub(super) fn applies(ctx: &WorkerCtx<H2>, feed: &Feed) -> bool {
+/// Where it is, the phase's closed feed and the run's request, which the
+/// fast path sends.
+pub(super) fn applies<'a>(ctx: &'a WorkerCtx<H2>, feed: &'a Feed) -> Option<(&'a ClosedFeed, &'a H2Request)> {
+    let Feed::Closed(closed) = feed else {
+        return None;
+    };
     let shared = &ctx.shared;
-    matches!(feed, Feed::Closed(closed) if closed.ramp.is_none())
-        && !shared.model.is_open()
-        && shared.workload.fixed().is_some()
-        && shared.transport.keepalive
+    let request = shared.workload.fixed()?;
+    let fits = closed.ramp.is_none() && !shared.model.is_open() && shared.transport.keepalive;
+    fits.then_some((closed, request))
 }
 
 /// Whether the run is plain HTTP/2 of the run's own request in the closed
