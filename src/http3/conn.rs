@@ -22,8 +22,10 @@
 use super::machine::{Handshake, Machine, Opened};
 use super::request::H3Request;
 use super::udp::{Received, Socket};
-use crate::http2::{Finished, Multiplexed, Outbox, Pending, Rounds, Seat, WriteOut};
+use crate::http2::{Finished, Multiplexed, Outbox, Pending, Rounds, Seat, Streams, WriteOut};
 use crate::net::uring::Ring;
+use crate::recorder::Recorder;
+use crate::request::Request;
 use crate::response::Capture;
 use crate::sample::{ErrorDetail, ErrorKind, RequestError};
 use bytes::BytesMut;
@@ -250,11 +252,33 @@ impl Conn {
         self.seat.enter();
     }
 
+    /// Records the connection's handshake if it is done and nobody has
+    /// yet. QUIC's handshake is TCP's and TLS's in one, timed from its first
+    /// datagram.
+    pub fn record_handshake(&self, recorder: &RefCell<Recorder>) {
+        if let Some(handshake) = self.take_handshake() {
+            let mut recorder = recorder.borrow_mut();
+            recorder.record_handshake(handshake.took, handshake.resumed);
+            if let Some(accepted) = handshake.zero_rtt {
+                recorder.record_zero_rtt(accepted);
+            }
+        }
+    }
+}
+
+impl Streams for Conn {
+    type Request = H3Request;
+    const REFUSED: &'static str = "the server refused the HTTP/3 stream";
+
+    fn encode(into: &mut H3Request, request: &Request<'_>) -> Result<(), RequestError> {
+        into.encode(request)
+    }
+
     /// Opens the lane's stream and writes its request: ready with `true`
     /// once it is open, `false` when the connection takes no more streams
     /// (the lane goes to another), pending while the server's stream limit
     /// is reached.
-    pub fn poll_start(
+    fn poll_start(
         &self,
         lane: usize,
         request: &H3Request,
@@ -285,10 +309,16 @@ impl Conn {
     }
 
     /// Drives the connection until the lane's stream has finished.
-    pub fn poll_response(&self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
+    fn poll_response(&self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
         let finished = self.inner.borrow_mut().drive(lane, request, cx);
         self.queue();
         finished
+    }
+
+    /// A connection that sent its first streams as 0-RTT data finished its
+    /// handshake while they ran: the first lane to see it done records it.
+    fn settled(&self, recorder: &RefCell<Recorder>) {
+        self.record_handshake(recorder);
     }
 }
 

@@ -1,21 +1,18 @@
 //! HTTP/3's side of the lanes a worker's request loops share, as HTTP/2's
 //! are shared (a [`Home`] is a [`Group`] of lanes, whose round trip both
 //! protocols use; see [`crate::http2::Group`]): how a worker opens QUIC
-//! connections ([`Dialer`]) and how a stream starts and ends on one.
+//! connections ([`Dialer`]); how a stream starts and ends on one is the
+//! connection's own (`Streams` in [`super::conn`]).
 
 use super::conn::{Conn, Deadline, Place};
-use super::request::H3Request;
-use crate::http2::{Dial, Finished, Group, Lane, Outbox, Streams};
+use crate::http2::{Dial, Group, Lane, Outbox};
 use crate::net::uring::Ring;
 use crate::recorder::Recorder;
-use crate::request::Request;
-use crate::response::Capture;
 use crate::sample::RequestError;
 use quinn_proto::ClientConfig;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// Where and how a worker opens its QUIC connections.
@@ -51,7 +48,7 @@ impl Dialer {
     /// A new connection with its handshake done, within the connect
     /// timeout; the handshake goes to `recorder`. With `early`, one that
     /// can send 0-RTT data comes back before its handshake is done (which
-    /// a lane records later, see [`record_handshake`]).
+    /// a lane records later, see [`Conn::record_handshake`]).
     async fn dial(
         &self,
         lanes: usize,
@@ -82,7 +79,7 @@ impl Dialer {
             match connect.await {
                 Ok(conn) => {
                     self.preferred.set(index);
-                    record_handshake(&conn, recorder);
+                    conn.record_handshake(recorder);
                     return Ok(conn);
                 }
                 // Out of time: no address after it gets any.
@@ -91,18 +88,6 @@ impl Dialer {
             }
         }
         Err(last_err.unwrap_or_else(|| RequestError::protocol("no address to connect to")))
-    }
-}
-
-/// Records `conn`'s handshake if it is done and nobody has yet. QUIC's
-/// handshake is TCP's and TLS's in one, timed from its first datagram.
-fn record_handshake(conn: &Conn, recorder: &RefCell<Recorder>) {
-    if let Some(handshake) = conn.take_handshake() {
-        let mut recorder = recorder.borrow_mut();
-        recorder.record_handshake(handshake.took, handshake.resumed);
-        if let Some(accepted) = handshake.zero_rtt {
-            recorder.record_zero_rtt(accepted);
-        }
     }
 }
 
@@ -120,34 +105,5 @@ impl Dial<Conn> for Dialer {
         early: bool,
     ) -> Result<Rc<Conn>, RequestError> {
         Dialer::dial(self, home.lanes(), home.outbox(), recorder, early).await
-    }
-}
-
-impl Streams for Conn {
-    type Request = H3Request;
-    const REFUSED: &'static str = "the server refused the HTTP/3 stream";
-
-    fn encode(into: &mut H3Request, request: &Request<'_>) -> Result<(), RequestError> {
-        into.encode(request)
-    }
-
-    fn poll_start(
-        &self,
-        lane: usize,
-        request: &H3Request,
-        capture: &mut Option<Capture>,
-        cx: &mut Context<'_>,
-    ) -> Poll<bool> {
-        Conn::poll_start(self, lane, request, capture, cx)
-    }
-
-    fn poll_response(&self, lane: usize, request: &H3Request, cx: &mut Context<'_>) -> Poll<Finished> {
-        Conn::poll_response(self, lane, request, cx)
-    }
-
-    /// A connection that sent its first streams as 0-RTT data finished its
-    /// handshake while they ran: the first lane to see it done records it.
-    fn settled(&self, recorder: &RefCell<Recorder>) {
-        record_handshake(self, recorder);
     }
 }
