@@ -315,7 +315,7 @@ pub struct RunArgs {
     /// Request header, "Name: value" or name=value (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
-    /// Request body.
+    /// Request body; @FILE reads it from FILE, as curl's -d does.
     #[arg(short = 'b', long, conflicts_with = "body_file")]
     pub body: Option<String>,
     /// Request body read from a file.
