@@ -252,5 +252,17 @@ fn read_input(path: &Path) -> Result<Input, Problem> {
             e.utf8_error().valid_up_to()
         ))
     })?;
-    Ok(Input { name, text })
+    Ok(Input {
+        name,
+        text: without_bom(text),
+    })
+}
+
+/// The text without the UTF-8 byte-order mark some Windows tools put
+/// first (it is no part of any format volley reads).
+fn without_bom(text: String) -> String {
+    match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
 }

@@ -326,3 +326,24 @@ fn a_postman_collection_round_trips_against_the_target() {
     let tags = volley(&["plan", plan.to_str().unwrap(), "--list-tags"]);
     assert!(String::from_utf8_lossy(&tags.stdout).contains(r#"["Admin", "Auth", "Users"]"#));
 }
+
+#[test]
+fn a_byte_order_mark_is_skipped_for_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let har = r#"{"log": {"entries": [{"request": {"method": "GET", "url": "http://h.test/a", "headers": []}, "response": {"status": 200}}]}}"#;
+    let postman = r#"{"info": {"schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"}, "item": [{"name": "a", "request": {"method": "GET", "url": "http://h.test/a"}}]}"#;
+    let openapi = "openapi: 3.0.0\nservers: [{url: 'http://h.test'}]\npaths:\n  /a:\n    get: {}\n";
+    for (kind, text) in [
+        ("har", har),
+        ("postman", postman),
+        ("curl", "curl http://h.test/a"),
+        ("openapi", openapi),
+    ] {
+        let file = dir.path().join(format!("bom.{kind}"));
+        std::fs::write(&file, format!("\u{feff}{text}")).unwrap();
+        let out = volley(&["import", kind, file.to_str().unwrap()]);
+        assert!(out.status.success(), "{kind}: {}", stderr(&out));
+        let plan = String::from_utf8_lossy(&out.stdout);
+        assert!(plan.contains("url: /a"), "{kind}: {plan}");
+    }
+}
