@@ -104,6 +104,10 @@ pub struct ImportArgs {
     /// The base URL to write instead of the one the input gives.
     #[arg(long, value_name = "URL")]
     pub base: Option<String>,
+    /// Write credentials (Authorization, API keys, tokens, cookies) as
+    /// recorded, instead of as environment variables the plan reads.
+    #[arg(long)]
+    pub keep_secrets: bool,
     /// HAR: also keep the requests to this origin (repeatable), written as
     /// a plan of their own beside the main one (a plan runs against one origin).
     #[arg(long, value_name = "ORIGIN", help_heading = "HAR")]
@@ -111,8 +115,9 @@ pub struct ImportArgs {
     /// HAR: keep requests for images, fonts, stylesheets and scripts.
     #[arg(long, help_heading = "HAR")]
     pub include_assets: bool,
-    /// HAR: send the recorded Cookie headers as they were, instead of
-    /// leaving cookies to volley's cookie jar.
+    /// HAR: send the recorded Cookie headers, instead of leaving cookies
+    /// to volley's cookie jar (their values read from the environment,
+    /// unless --keep-secrets).
     #[arg(long, help_heading = "HAR")]
     pub keep_cookies: bool,
     /// HAR: pause between pages as the recording did (delay items).

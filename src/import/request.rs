@@ -188,6 +188,37 @@ pub fn env_name(text: &str) -> String {
     }
 }
 
+/// A name with its case and separators dropped: `X-API-Key` is `xapikey`.
+fn squashed(name: &str) -> String {
+    name.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Whether a header field carries a credential: `Authorization`,
+/// `Proxy-Authorization`, and API keys and tokens by name (`X-API-Key`,
+/// `api-key`, `X-Auth-Token`, `X-Client-Secret`...).
+pub fn is_secret_field(name: &str) -> bool {
+    let name = squashed(name);
+    matches!(
+        name.as_str(),
+        "authorization" | "proxyauthorization" | "xauth" | "xauthkey" | "xkey"
+    ) || ["apikey", "token", "secret", "password", "passwd"]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
+/// Whether a query parameter carries a credential (`api_key`, `apikey`,
+/// `key`, `access_token`, `client_secret`, `sig`...).
+pub fn is_secret_parameter(name: &str) -> bool {
+    let name = squashed(name);
+    matches!(name.as_str(), "key" | "sig" | "signature" | "auth")
+        || ["apikey", "token", "secret", "password", "passwd"]
+            .iter()
+            .any(|word| name.contains(word))
+}
+
 /// `application/x-www-form-urlencoded` text of name/value pairs.
 pub fn form_urlencoded<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut out = url::form_urlencoded::Serializer::new(String::new());
