@@ -118,6 +118,10 @@ pub struct ImportArgs {
     /// The base URL to write instead of the one the input gives.
     #[arg(long, value_name = "URL")]
     pub base: Option<String>,
+    /// Write credentials (Authorization, API keys, tokens, cookies) as
+    /// recorded, instead of as environment variables the plan reads.
+    #[arg(long)]
+    pub keep_secrets: bool,
     /// HAR: also keep the requests to this origin (repeatable), written as
     /// a plan of their own beside the main one (a plan runs against one origin).
     #[arg(long, value_name = "ORIGIN", help_heading = "HAR")]
@@ -125,8 +129,9 @@ pub struct ImportArgs {
     /// HAR: keep requests for images, fonts, stylesheets and scripts.
     #[arg(long, help_heading = "HAR")]
     pub include_assets: bool,
-    /// HAR: send the recorded Cookie headers as they were, instead of
-    /// leaving cookies to volley's cookie jar.
+    /// HAR: send the recorded Cookie headers, instead of leaving cookies
+    /// to volley's cookie jar (their values read from the environment,
+    /// unless --keep-secrets).
     #[arg(long, help_heading = "HAR")]
     pub keep_cookies: bool,
     /// HAR: pause between pages as the recording did (delay items).
@@ -330,7 +335,7 @@ pub struct RunArgs {
     /// Request header, "Name: value" or name=value (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
-    /// Request body.
+    /// Request body; @FILE reads it from FILE, as curl's -d does.
     #[arg(short = 'b', long, conflicts_with = "body_file")]
     pub body: Option<String>,
     /// Request body read from a file.

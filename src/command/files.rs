@@ -43,6 +43,12 @@ pub fn import(args: &ImportArgs) -> Result<Outcome, CommandError> {
             summary.body_files
         );
     }
+    if !summary.variables.is_empty() {
+        eprintln!(
+            "volley import: the plan reads these environment variables, set them before running it: {}",
+            summary.variables.join(", ")
+        );
+    }
     if summary.notes > 1 {
         eprintln!("volley import: see the plan's header for what was left out and what to set");
     }

@@ -8,11 +8,14 @@
 //! option is an error naming it and its line: an option silently dropped
 //! would make a plan that sends something else than the command did.
 //! Credentials (`-u`) never go into the plan: the plan asks for an
-//! environment variable, and the header says which to set.
+//! environment variable, and the header says which to set; so does a shell
+//! variable (`$API_KEY`), which the plan reads from the environment too.
+//! `-F` fields and files become a `multipart/form-data` body, encoded as
+//! curl encodes it. Windows' cmd.exe form of "Copy as cURL" is read too.
 
 use super::plan::{Body, Item, Plan, Request, Step};
-use super::request::{self, Base, has_field};
-use super::shell::{self, Command};
+use super::request::{self, Base, FormPart, has_field};
+use super::shell::{self, Command, VAR_CLOSE, VAR_OPEN};
 use super::{Input, Options, Problem};
 
 /// What `--compressed` makes curl send.
@@ -84,6 +87,8 @@ struct Curl {
     data: Vec<Vec<u8>>,
     /// `--json` parts, sent one after the other.
     json: Vec<Vec<u8>>,
+    /// `-F` parts, sent as one multipart body.
+    form: Vec<FormPart>,
     get: bool,
     head: bool,
     user: bool,
@@ -95,7 +100,12 @@ struct Curl {
 }
 
 pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
-    let commands = shell::split(&input.text)?;
+    let cmd = shell::is_cmd(&input.text);
+    let commands = if cmd {
+        shell::split_cmd(&input.text)?
+    } else {
+        shell::split(&input.text)?
+    };
     if commands.is_empty() {
         return Err(Problem::at("line 1", "no curl command in the input"));
     }
@@ -104,6 +114,7 @@ pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
     let mut dropped = Vec::new();
     let mut insecure = false;
     let mut credentials = Vec::new();
+    let mut variables: Vec<String> = Vec::new();
     for command in &commands {
         let curl = read_command(command)?;
         for option in &curl.ignored {
@@ -132,7 +143,19 @@ pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
         if curl.compressed && !has_field(&headers, "accept-encoding") {
             headers.push(("Accept-Encoding".into(), COMPRESSED.into()));
         }
-        let (mut body, content_type) = if !curl.json.is_empty() {
+        let (mut body, content_type) = if !curl.form.is_empty() {
+            if !curl.data.is_empty() || !curl.json.is_empty() {
+                return Err(at(
+                    "-F and -d (or --json) cannot be mixed: curl refuses it too".into()
+                ));
+            }
+            let (body, content_type) = request::multipart(&curl.form);
+            headers.retain(|(n, v)| !n.eq_ignore_ascii_case("content-type") || v.contains("boundary="));
+            if !has_field(&headers, "content-type") {
+                headers.push(("Content-Type".into(), content_type));
+            }
+            (Some(body), "")
+        } else if !curl.json.is_empty() {
             (Some(curl.json.concat()), "application/json")
         } else if !curl.data.is_empty() {
             (Some(curl.data.join(&b'&')), "application/x-www-form-urlencoded")
@@ -160,20 +183,48 @@ pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
         if curl.urls.is_empty() {
             return Err(at("the curl command has no URL".into()));
         }
+        if method.contains(VAR_OPEN) {
+            return Err(at("-X takes the method itself, not a shell variable".into()));
+        }
+        for (name, value) in &mut headers {
+            if name.contains(VAR_OPEN) {
+                return Err(at(format!(
+                    "the header name '{}' is a shell variable: write the name",
+                    references(name, &mut Vec::new())
+                )));
+            }
+            if value.contains(VAR_OPEN) {
+                *value = references(value, &mut variables);
+            }
+        }
+        let body = match body {
+            Some(bytes) if contains_var(&bytes) => {
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| at("a body with a shell variable must be UTF-8 text".into()))?;
+                if request::looks_templated(&text) {
+                    return Err(at(
+                        "a body with both a shell variable and '{{' cannot be a plan's template".into(),
+                    ));
+                }
+                Some(Body::Template(references(&text, &mut variables)))
+            }
+            body => body.map(Body::Bytes),
+        };
         for raw in &curl.urls {
-            let url = curl_url(raw, curl.globoff).map_err(at)?;
-            let (origin, mut path) = request::split_url(&url).map_err(at)?;
+            let (origin, mut path) =
+                url_parts(raw, curl.globoff, options.base.as_ref(), &mut variables).map_err(at)?;
             if let Some(data) = &query_data {
                 path.push(if path.contains('?') { '&' } else { '?' });
-                path.push_str(&String::from_utf8_lossy(data));
+                let data = request::literal_path(&String::from_utf8_lossy(data));
+                path.push_str(&references(&data, &mut variables));
             }
             requests.push((
                 origin,
                 Request {
                     method: method.clone(),
-                    url: request::literal_path(&path),
+                    url: path,
                     headers: headers.clone(),
-                    body: body.clone().map(Body::Bytes),
+                    body: body.clone(),
                 },
             ));
         }
@@ -184,10 +235,17 @@ pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
         path: String::new(),
     });
     let mut header = vec![format!(
-        "Imported by 'volley import curl' from {}: {} curl command(s).",
+        "Imported by 'volley import curl' from {}: {} curl command(s){}.",
         input.name,
-        commands.len()
+        commands.len(),
+        if cmd { ", written for Windows' cmd.exe" } else { "" }
     )];
+    if !variables.is_empty() {
+        header.push(format!(
+            "The commands read shell variables, which the plan reads from the environment when it runs: set {}.",
+            variables.join(", ")
+        ));
+    }
     let mut items = Vec::new();
     let mut other_origins: Vec<String> = Vec::new();
     for (origin, request) in requests {
@@ -342,6 +400,9 @@ fn option_takes_value(option: &str) -> bool {
             | "-e"
             | "--referer"
             | "--url"
+            | "-F"
+            | "--form"
+            | "--form-string"
     ) || IGNORED_WITH_VALUE.contains(&option)
         || (option.len() == 2 && SHORT_WITH_VALUE.contains(&option[1..]))
 }
@@ -369,7 +430,7 @@ fn flag(curl: &mut Curl, option: &str) -> Result<(), String> {
 fn unknown(option: &str) -> String {
     format!(
         "curl option '{option}' is not supported by volley import (supported: -X, -H, -d, --data-raw, \
-         --data-binary, --data-urlencode, --json, -G, -I, -u, -b, -A, -e, --compressed, -k, --url, -g)"
+         --data-binary, --data-urlencode, --json, -F, --form-string, -G, -I, -u, -b, -A, -e, --compressed, -k, --url, -g)"
     )
 }
 
@@ -432,6 +493,8 @@ fn valued(curl: &mut Curl, option: &str, value: Vec<u8>, line: usize) -> Result<
         }),
         "--data-urlencode" => curl.data.push(urlencoded(&value, line)?),
         "-u" | "--user" => curl.user = true,
+        "-F" | "--form" => curl.form.push(form_part(&as_text(&value)?, false, line)?),
+        "--form-string" => curl.form.push(form_part(&as_text(&value)?, true, line)?),
         "-b" | "--cookie" => {
             let cookie = as_text(&value)?;
             if !cookie.contains('=') {
@@ -499,6 +562,168 @@ fn urlencoded(value: &[u8], line: usize) -> Result<Vec<u8>, Problem> {
         }
         _ => encode(value).into_bytes(),
     })
+}
+
+/// `-F`'s forms: `name=value`, `name=@file` (a file, sent with its name),
+/// `name=<file` (a field whose value is the file's), each with `;type=`
+/// and `;filename=`; `--form-string` takes the value as it is.
+fn form_part(spec: &str, literal: bool, line: usize) -> Result<FormPart, Problem> {
+    let at = |message: String| Problem::at(format!("line {line}"), message);
+    let Some((name, content)) = spec.split_once('=') else {
+        return Err(at(format!(
+            "'-F {spec}' is not a form field: write -F 'name=value'"
+        )));
+    };
+    let mut part = FormPart {
+        name: name.to_string(),
+        value: Vec::new(),
+        filename: None,
+        content_type: None,
+    };
+    if literal {
+        part.value = content.as_bytes().to_vec();
+        return Ok(part);
+    }
+    // The value (or file), then curl's `;type=`-style options.
+    let (value, options) = match content.strip_prefix('"') {
+        Some(quoted) => {
+            let mut value = String::new();
+            let mut chars = quoted.chars();
+            loop {
+                match chars.next() {
+                    Some('\\') => value.extend(chars.next()),
+                    Some('"') => break,
+                    Some(c) => value.push(c),
+                    None => return Err(at(format!("'-F {spec}': a \" quote is never closed"))),
+                }
+            }
+            (value, chars.as_str().to_string())
+        }
+        None => {
+            let mut value = content.to_string();
+            let mut options = String::new();
+            for option in [";type=", ";filename=", ";headers=", ";encoder="] {
+                if let Some(at) = value.find(option) {
+                    options = format!("{}{options}", &value[at..]);
+                    value.truncate(at);
+                }
+            }
+            (value, options)
+        }
+    };
+    for option in options.split(';').filter(|o| !o.is_empty()) {
+        match option.split_once('=') {
+            Some(("type", t)) => part.content_type = Some(t.to_string()),
+            Some(("filename", f)) => part.filename = Some(f.trim_matches('"').to_string()),
+            _ => {
+                return Err(at(format!(
+                    "'-F {spec}': the part option '{option}' is not supported"
+                )));
+            }
+        }
+    }
+    if let Some(file) = value.strip_prefix('@') {
+        part.value = read_file(file.as_bytes(), line)?;
+        let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+        part.filename.get_or_insert_with(|| base.to_string());
+        part.content_type
+            .get_or_insert_with(|| content_type_of(base).to_string());
+    } else if let Some(file) = value.strip_prefix('<') {
+        part.value = read_file(file.as_bytes(), line)?;
+    } else {
+        part.value = value.into_bytes();
+    }
+    Ok(part)
+}
+
+/// The type curl gives a file part by its name's extension.
+fn content_type_of(file: &str) -> &'static str {
+    let extension = file
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match extension.as_str() {
+        "gif" => "image/gif",
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        "svg" => "image/svg+xml",
+        "txt" => "text/plain",
+        "htm" | "html" => "text/html",
+        "pdf" => "application/pdf",
+        "xml" => "application/xml",
+        _ => "application/octet-stream",
+    }
+}
+
+/// Whether bytes hold a shell variable's mark.
+fn contains_var(bytes: &[u8]) -> bool {
+    let mut mark = [0; 4];
+    let mark = VAR_OPEN.encode_utf8(&mut mark).as_bytes();
+    bytes.windows(mark.len()).any(|w| w == mark)
+}
+
+/// Text with each shell variable's mark as a reference to the environment
+/// variable of that name (`{{ API_KEY }}`); the names are added to `names`.
+fn references(text: &str, names: &mut Vec<String>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find(VAR_OPEN) {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + VAR_OPEN.len_utf8()..];
+        let close = after.find(VAR_CLOSE).unwrap_or(after.len());
+        let name = &after[..close];
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+        out.push_str(&format!("{{{{ {name} }}}}"));
+        rest = after.get(close + VAR_CLOSE.len_utf8()..).unwrap_or("");
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A URL's origin and path (template text, ready for a plan) as curl would
+/// request it; a shell variable in the path becomes a reference, and one
+/// that gives the server (`$BASE_URL/users`) needs `--base`, which then
+/// stands for it.
+// A leaf parser: its message is the value.
+fn url_parts(
+    raw: &str,
+    globoff: bool,
+    base: Option<&Base>,
+    names: &mut Vec<String>,
+) -> Result<(String, String), String> {
+    let host_start = raw.find("://").map_or(0, |i| i + 3);
+    let host_end = raw[host_start..]
+        .find(['/', '?'])
+        .map_or(raw.len(), |e| host_start + e);
+    let mut raw = raw.to_string();
+    if raw[..host_end].contains(VAR_OPEN) {
+        let Some(base) = base else {
+            return Err(format!(
+                "the server of '{}' is a shell variable: give the server with --base URL",
+                references(&raw, &mut Vec::new())
+            ));
+        };
+        raw = format!("{}{}", base.origin, &raw[host_end..]);
+    }
+    // Each variable's mark as a word a URL keeps as it is, while parsed.
+    let mut found = Vec::new();
+    let marked = references(&raw, &mut found);
+    let mut plain = marked.clone();
+    for (i, name) in found.iter().enumerate() {
+        plain = plain.replace(&format!("{{{{ {name} }}}}"), &format!("VOLLEYVAR{i}X"));
+    }
+    let url = curl_url(&plain, globoff)?;
+    let (origin, path) = request::split_url(&url)?;
+    let mut path = request::literal_path(&path);
+    for (i, name) in found.iter().enumerate() {
+        path = path.replace(&format!("VOLLEYVAR{i}X"), &format!("{{{{ {name} }}}}"));
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    Ok((origin, path))
 }
 
 /// The URL curl would request: `http://` when no scheme is given, curl's
@@ -655,6 +880,87 @@ mod tests {
     }
 
     #[test]
+    fn shell_variables_become_environment_references() {
+        let plan = plan(
+            "curl \"https://api.test/v1/$ACCOUNT/items?limit=${LIMIT}\" \\\n  -H \"Authorization: Bearer $API_KEY\" \\\n  -d \"{\\\"owner\\\": \\\"$OWNER\\\"}\"",
+        )
+        .unwrap();
+        let r = requests(&plan)[0];
+        assert_eq!(r.url, "/v1/{{ ACCOUNT }}/items?limit={{ LIMIT }}");
+        assert_eq!(
+            r.headers[0],
+            ("Authorization".into(), "Bearer {{ API_KEY }}".into())
+        );
+        assert_eq!(
+            r.body,
+            Some(Body::Template("{\"owner\": \"{{ OWNER }}\"}".into()))
+        );
+        let header = plan.header.join("\n");
+        assert!(header.contains("set API_KEY, OWNER, ACCOUNT, LIMIT"), "{header}");
+        // A variable that names the server is what --base gives.
+        let input = Input {
+            name: "curl.txt".into(),
+            text: "curl \"$BASE_URL/users\"".into(),
+        };
+        let options = Options {
+            base: Some(Base::parse("http://127.0.0.1:3000/api").unwrap()),
+            ..Options::default()
+        };
+        let based = import(&input, &options).unwrap();
+        assert_eq!(
+            (based.base.as_str(), requests(&based)[0].url.as_str()),
+            ("http://127.0.0.1:3000", "/api/users")
+        );
+    }
+
+    #[test]
+    fn form_fields_and_files_are_a_multipart_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "line one\n").unwrap();
+        let value = dir.path().join("v");
+        std::fs::write(&value, "from a file").unwrap();
+        let plan = plan(&format!(
+            "curl http://h.test/up -F name=ann -F 'doc=@{};type=text/markdown' -F 'raw=@{}' -F 'v=<{}' --form-string 'lit=@x;type=y'",
+            file.display(),
+            file.display(),
+            value.display()
+        ))
+        .unwrap();
+        let r = requests(&plan)[0];
+        assert_eq!(r.method, "POST");
+        let boundary = "------------------------volley0000000000000000";
+        assert_eq!(
+            r.headers,
+            [(
+                "Content-Type".to_string(),
+                format!("multipart/form-data; boundary={boundary}")
+            )]
+        );
+        let expected = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nann\r\n\
+             --{boundary}\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"notes.txt\"\r\nContent-Type: text/markdown\r\n\r\nline one\n\r\n\
+             --{boundary}\r\nContent-Disposition: form-data; name=\"raw\"; filename=\"notes.txt\"\r\nContent-Type: text/plain\r\n\r\nline one\n\r\n\
+             --{boundary}\r\nContent-Disposition: form-data; name=\"v\"\r\n\r\nfrom a file\r\n\
+             --{boundary}\r\nContent-Disposition: form-data; name=\"lit\"\r\n\r\n@x;type=y\r\n\
+             --{boundary}--\r\n"
+        );
+        assert_eq!(r.body, Some(Body::Bytes(expected.into_bytes())));
+    }
+
+    #[test]
+    fn windows_copy_as_curl_cmd_is_read() {
+        let plan = plan(
+            "curl ^\"http://h.test/api?q=1^\" ^\r\n  -H ^\"accept: application/json^\" ^\r\n  --data-raw ^\"^{^\\^\"a^\\^\":1^}^\"",
+        )
+        .unwrap();
+        let r = requests(&plan)[0];
+        assert_eq!((r.method.as_str(), r.url.as_str()), ("POST", "/api?q=1"));
+        assert_eq!(r.body, Some(Body::Bytes(b"{\"a\":1}".to_vec())));
+        assert!(plan.header[0].contains("cmd.exe"), "{:?}", plan.header);
+    }
+
+    #[test]
     fn other_origins_are_left_out_and_said() {
         let plan = plan("curl http://a.test/1; curl http://b.test/2; curl http://a.test/3").unwrap();
         assert_eq!(requests(&plan).len(), 2);
@@ -668,8 +974,11 @@ mod tests {
     #[test]
     fn unknown_options_and_bad_commands_are_errors() {
         for (text, says) in [
-            ("curl -F a=b http://h/", "'-F'"),
-            ("curl --form a=b http://h/", "'--form'"),
+            ("curl -F a http://h/", "not a form field"),
+            ("curl -F a=b -d c http://h/", "cannot be mixed"),
+            ("curl --proxy-user a:b http://h/", "'--proxy-user'"),
+            ("curl $BASE/a", "--base"),
+            ("curl -X \"$M\" http://h/", "not a shell variable"),
             ("curl -sZ http://h/", "'-Z'"),
             ("wget http://h/", "not curl"),
             ("curl -X", "needs a value"),

@@ -58,7 +58,9 @@ struct LeftOut {
     fields: Vec<String>,
     templated_fields: usize,
     cookies: bool,
-    bodies_missing: usize,
+    /// The requests whose body the recording does not hold: each one's
+    /// name, and the size the recording gives it when it gives one.
+    bodies_missing: Vec<String>,
 }
 
 pub fn import(input: &Input, options: &All) -> Result<Vec<Plan>, Problem> {
@@ -103,17 +105,29 @@ pub fn import(input: &Input, options: &All) -> Result<Vec<Plan>, Problem> {
             left.assets += 1;
             continue;
         }
+        // Browsers write status 0 for a request that never had an answer;
+        // Playwright writes -1.
         if at
             .get("response")
             .and_then(|r| r.get("status"))
             .and_then(|s| s.node.as_f64())
-            .is_some_and(|s| s == 0.0)
+            .is_some_and(|s| s <= 0.0)
         {
             left.unanswered += 1;
             continue;
         }
+        let declared = declared_size(&req)?;
         let headers = fields(&req, har.keep_cookies, &mut left)?;
-        let body = body(&req, &mut left)?;
+        let body = match body(&req)? {
+            Recorded::Held(bytes) if !bytes.is_empty() || declared.is_none() => Some(bytes),
+            Recorded::Held(_) | Recorded::Absent if declared.is_none() => None,
+            _ => {
+                let size = declared.map(|n| format!(" ({n} bytes)")).unwrap_or_default();
+                let name = request::item_name(&method, &request::literal_path(&path));
+                left.bodies_missing.push(format!("{name}{size}"));
+                None
+            }
+        };
         entries.push(Entry {
             page,
             started,
@@ -363,18 +377,35 @@ fn fields(req: &At<'_>, keep_cookies: bool, left: &mut LeftOut) -> Result<Vec<(S
     Ok(request::join_repeated(out))
 }
 
+/// What the recording holds of a request's body.
+enum Recorded {
+    /// No `postData`.
+    Absent,
+    Held(Vec<u8>),
+    /// A body it names but does not hold: file fields, or no params.
+    NotHeld,
+}
+
+/// The body size the recording gives (`bodySize`, else the request's
+/// `Content-Length`), when it gives one above 0.
+fn declared_size(req: &At<'_>) -> Result<Option<u64>, Problem> {
+    let size = req.get("bodySize").and_then(|s| s.node.as_f64());
+    if let Some(size) = size.filter(|s| *s > 0.0) {
+        return Ok(Some(size as u64));
+    }
+    for field in req.list("headers")? {
+        if field.str("name")?.eq_ignore_ascii_case("content-length") {
+            return Ok(field.str("value")?.trim().parse().ok().filter(|n| *n > 0));
+        }
+    }
+    Ok(None)
+}
+
 /// The request's body: `postData.text` (base64-decoded when marked so), or
 /// its `params` form-encoded.
-fn body(req: &At<'_>, left: &mut LeftOut) -> Result<Option<Vec<u8>>, Problem> {
+fn body(req: &At<'_>) -> Result<Recorded, Problem> {
     let Some(post) = req.get("postData") else {
-        if req
-            .get("bodySize")
-            .and_then(|s| s.node.as_f64())
-            .is_some_and(|s| s > 0.0)
-        {
-            left.bodies_missing += 1;
-        }
-        return Ok(None);
+        return Ok(Recorded::Absent);
     };
     if let Some(text) = post.opt_str("text")? {
         let encoding = post.opt_str("encoding")?.or(post.opt_str("_encoding")?);
@@ -385,24 +416,22 @@ fn body(req: &At<'_>, left: &mut LeftOut) -> Result<Option<Vec<u8>>, Problem> {
                     post.need("text")
                         .map_or_else(|p| p, |t| t.problem(format!("not base64: {e}")))
                 })?;
-            return Ok(Some(bytes));
+            return Ok(Recorded::Held(bytes));
         }
-        return Ok(Some(text.as_bytes().to_vec()));
+        return Ok(Recorded::Held(text.as_bytes().to_vec()));
     }
     let params = post.list("params")?;
     if params.is_empty() {
-        left.bodies_missing += 1;
-        return Ok(None);
+        return Ok(Recorded::NotHeld);
     }
     let mut pairs = Vec::new();
     for param in &params {
         if param.get("fileName").is_some() {
-            left.bodies_missing += 1;
-            return Ok(None);
+            return Ok(Recorded::NotHeld);
         }
         pairs.push((param.str("name")?, param.opt_str("value")?.unwrap_or("")));
     }
-    Ok(Some(request::form_urlencoded(pairs).into_bytes()))
+    Ok(Recorded::Held(request::form_urlencoded(pairs).into_bytes()))
 }
 
 /// The plan's items for one origin's entries: requests in order, a comment
@@ -515,7 +544,7 @@ fn notes(left: &LeftOut, har: &Options, included: &[String]) -> Vec<String> {
     }
     if left.unanswered > 0 {
         notes.push(format!(
-            "Left out: {} request(s) the browser never had an answer to (status 0).",
+            "Left out: {} request(s) the browser never had an answer to (status 0), or Playwright (status -1).",
             left.unanswered
         ));
     }
@@ -538,10 +567,11 @@ fn notes(left: &LeftOut, har: &Options, included: &[String]) -> Vec<String> {
             left.templated_fields
         ));
     }
-    if left.bodies_missing > 0 {
+    if !left.bodies_missing.is_empty() {
         notes.push(format!(
-            "{} request(s) had a body the recording does not hold (a file upload?): they are sent without one.",
-            left.bodies_missing
+            "{} request(s) had a body the recording does not hold (a file upload?): they are sent without one: {}.",
+            left.bodies_missing.len(),
+            request::list_of(&left.bodies_missing, 6)
         ));
     }
     notes
@@ -826,6 +856,56 @@ mod tests {
             },
         );
         assert!(nowhere.unwrap_err().message.contains("no request to it"));
+    }
+
+    #[test]
+    fn unanswered_requests_and_bodies_not_held_are_said() {
+        let entry = |method: &str, path: &str, status: i32, request_extra: &str| {
+            format!(
+                r#"{{"request": {{"method": "{method}", "url": "http://h.test{path}"{request_extra}}}, "response": {{"status": {status}}}}}"#
+            )
+        };
+        let empty = r#", "postData": {"mimeType": "text/plain", "text": ""}"#;
+        let har = format!(
+            r#"{{"log": {{"entries": [{}, {}, {}, {}, {}]}}}}"#,
+            entry("GET", "/", 200, r#", "headers": []"#),
+            entry("GET", "/hang", -1, ""),
+            entry("POST", "/empty", 201, &format!(r#", "bodySize": 7{empty}"#)),
+            entry(
+                "POST",
+                "/sized",
+                201,
+                &format!(r#", "headers": [{{"name": "Content-Length", "value": "5"}}]{empty}"#)
+            ),
+            entry(
+                "POST",
+                "/kept",
+                201,
+                r#", "bodySize": 7, "postData": {"mimeType": "text/plain", "text": "1234567"}"#
+            ),
+        );
+        let plans = import_with(&har, Options::default()).unwrap();
+        let urls: Vec<String> = requests(&plans[0]).into_iter().map(|(_, url, _)| url).collect();
+        assert_eq!(
+            urls,
+            ["/", "/empty", "/sized", "/kept"],
+            "Playwright's -1 is no answer"
+        );
+        assert_eq!(request(&plans[0], "/empty").body, None);
+        assert_eq!(
+            request(&plans[0], "/kept").body,
+            Some(Body::Bytes(b"1234567".to_vec()))
+        );
+        let header = plans[0].header.join("\n");
+        assert!(
+            header.contains("1 request(s) the browser never had an answer to"),
+            "{header}"
+        );
+        assert!(
+            header.contains("2 request(s) had a body the recording does not hold")
+                && header.contains("POST /empty (7 bytes), POST /sized (5 bytes)"),
+            "{header}"
+        );
     }
 
     #[test]

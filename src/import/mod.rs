@@ -18,6 +18,7 @@ pub mod output;
 pub mod plan;
 pub mod postman;
 pub mod request;
+pub mod secret;
 pub mod shell;
 
 use crate::cli::{ImportArgs, ImportKind};
@@ -114,6 +115,8 @@ pub struct Options {
     pub openapi: openapi::Options,
     /// `--env`: a Postman environment, read.
     pub postman_env: Option<Input>,
+    /// `--keep-secrets`: credentials written as recorded.
+    pub keep_secrets: bool,
 }
 
 impl fmt::Debug for Input {
@@ -131,6 +134,8 @@ pub struct Summary {
     pub body_files: usize,
     /// How many header notes (left out, skipped, to set) the plans carry.
     pub notes: usize,
+    /// The environment variables the plans read, to set before running.
+    pub variables: Vec<String>,
 }
 
 /// `volley import`: reads, converts, writes. The plan goes to `-o` or, when
@@ -149,18 +154,32 @@ pub fn command(args: &ImportArgs, stdout: &mut dyn std::io::Write) -> Result<Sum
             problem: Problem::usage("--include-origin writes a plan per origin: give -o PLAN.yml"),
         });
     }
-    output::write(&plans, args.output.as_deref(), stdout)
+    let mut summary = output::write(&plans, args.output.as_deref(), stdout)?;
+    for plan in &plans {
+        for name in secret::referenced(plan) {
+            if !summary.variables.contains(&name) {
+                summary.variables.push(name);
+            }
+        }
+    }
+    Ok(summary)
 }
 
 /// Converts `input` into its plans: the main one first, then one per
 /// `--include-origin`.
+/// Unless `--keep-secrets`, the credentials they hold are references to
+/// environment variables ([`secret`]).
 pub fn convert(kind: ImportKind, input: &Input, options: &Options) -> Result<Vec<plan::Plan>, Problem> {
-    match kind {
-        ImportKind::Har => har::import(input, options),
-        ImportKind::Openapi => openapi::import(input, options).map(|p| vec![p]),
-        ImportKind::Curl => curl::import(input, options).map(|p| vec![p]),
-        ImportKind::Postman => postman::import(input, options).map(|p| vec![p]),
+    let mut plans = match kind {
+        ImportKind::Har => har::import(input, options)?,
+        ImportKind::Openapi => vec![openapi::import(input, options)?],
+        ImportKind::Curl => vec![curl::import(input, options)?],
+        ImportKind::Postman => vec![postman::import(input, options)?],
+    };
+    if !options.keep_secrets {
+        plans.iter_mut().for_each(secret::keep_out);
     }
+    Ok(plans)
 }
 
 /// The flags, checked: each goes with its format only.
@@ -220,6 +239,7 @@ fn options(args: &ImportArgs) -> Result<Options, Problem> {
             operations: args.operation.clone(),
         },
         postman_env,
+        keep_secrets: args.keep_secrets,
     })
 }
 
@@ -252,5 +272,17 @@ fn read_input(path: &Path) -> Result<Input, Problem> {
             e.utf8_error().valid_up_to()
         ))
     })?;
-    Ok(Input { name, text })
+    Ok(Input {
+        name,
+        text: without_bom(text),
+    })
+}
+
+/// The text without the UTF-8 byte-order mark some Windows tools put
+/// first (it is no part of any format volley reads).
+fn without_bom(text: String) -> String {
+    match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
 }

@@ -56,6 +56,7 @@ pub fn write(
             plans: vec![(None, plan.requests())],
             body_files: 0,
             notes: plan.header.len(),
+            variables: Vec::new(),
         });
     };
     let mut planned = Vec::new();
@@ -89,6 +90,7 @@ pub fn write(
             .collect(),
         body_files: planned.iter().map(|p| p.rendered.files.len()).sum(),
         notes: planned.iter().map(|p| p.notes).sum(),
+        variables: Vec::new(),
     })
 }
 

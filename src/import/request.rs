@@ -188,6 +188,37 @@ pub fn env_name(text: &str) -> String {
     }
 }
 
+/// A name with its case and separators dropped: `X-API-Key` is `xapikey`.
+fn squashed(name: &str) -> String {
+    name.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Whether a header field carries a credential: `Authorization`,
+/// `Proxy-Authorization`, and API keys and tokens by name (`X-API-Key`,
+/// `api-key`, `X-Auth-Token`, `X-Client-Secret`...).
+pub fn is_secret_field(name: &str) -> bool {
+    let name = squashed(name);
+    matches!(
+        name.as_str(),
+        "authorization" | "proxyauthorization" | "xauth" | "xauthkey" | "xkey"
+    ) || ["apikey", "token", "secret", "password", "passwd"]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
+/// Whether a query parameter carries a credential (`api_key`, `apikey`,
+/// `key`, `access_token`, `client_secret`, `sig`...).
+pub fn is_secret_parameter(name: &str) -> bool {
+    let name = squashed(name);
+    matches!(name.as_str(), "key" | "sig" | "signature" | "auth")
+        || ["apikey", "token", "secret", "password", "passwd"]
+            .iter()
+            .any(|word| name.contains(word))
+}
+
 /// `application/x-www-form-urlencoded` text of name/value pairs.
 pub fn form_urlencoded<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut out = url::form_urlencoded::Serializer::new(String::new());
@@ -195,6 +226,58 @@ pub fn form_urlencoded<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) 
         out.append_pair(name, value);
     }
     out.finish()
+}
+
+/// One part of a `multipart/form-data` body (curl's `-F`, an OpenAPI
+/// form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormPart {
+    pub name: String,
+    pub value: Vec<u8>,
+    /// A file's name (`-F f=@path` sends its base name).
+    pub filename: Option<String>,
+    pub content_type: Option<String>,
+}
+
+/// The parts as one `multipart/form-data` body, laid out as curl lays it
+/// out, and its `Content-Type`. The boundary is one no part holds.
+pub fn multipart(parts: &[FormPart]) -> (Vec<u8>, String) {
+    let holds = |boundary: &str| {
+        parts
+            .iter()
+            .any(|p| p.value.windows(boundary.len()).any(|w| w == boundary.as_bytes()))
+    };
+    let mut n = 0;
+    let boundary = loop {
+        let boundary = format!("------------------------volley{n:016x}");
+        if !holds(&boundary) {
+            break boundary;
+        }
+        n += 1;
+    };
+    let quoted = |text: &str| text.replace('"', "%22").replace(['\r', '\n'], " ");
+    let mut body = Vec::new();
+    for part in parts {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"",
+                quoted(&part.name)
+            )
+            .as_bytes(),
+        );
+        if let Some(filename) = &part.filename {
+            body.extend_from_slice(format!("; filename=\"{}\"", quoted(filename)).as_bytes());
+        }
+        body.extend_from_slice(b"\r\n");
+        if let Some(content_type) = &part.content_type {
+            body.extend_from_slice(format!("Content-Type: {content_type}\r\n").as_bytes());
+        }
+        body.extend_from_slice(b"\r\n");
+        body.extend_from_slice(&part.value);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (body, format!("multipart/form-data; boundary={boundary}"))
 }
 
 /// A short description of a list for a header note: `a, b and 3 more`.

@@ -5,11 +5,21 @@
 //!
 //! Written by hand: the shell-word crates split POSIX `sh` words, and none
 //! reads bash's `$'...'`, which Chromium writes for any text with a quote,
-//! a control character or a `!`. Anything that would need the shell to run
-//! something (`$VAR`, `$(...)`, backquotes, pipes, redirections) is an
-//! error naming the line: the import cannot know what it would give.
+//! a control character or a `!`. A shell variable (`$API_KEY`,
+//! `${API_KEY}`, bare or in double quotes, as API documentation writes
+//! keys) is kept as a [`VAR_OPEN`]`NAME`[`VAR_CLOSE`] mark, which the
+//! importer turns into a reference to the environment variable. Anything
+//! else that would need the shell to run something (`$(...)`, `$1`,
+//! `${X:-y}`, backquotes, pipes, redirections) is an error naming the line:
+//! the import cannot know what it would give.
 
 use super::Problem;
+
+/// Where a shell variable's name starts in a word (a private-use
+/// character, which no command line holds).
+pub const VAR_OPEN: char = '\u{e000}';
+/// Where it ends.
+pub const VAR_CLOSE: char = '\u{e001}';
 
 /// One command: its words as bytes (`$'\xff'` is a byte, not a character)
 /// and the line it starts on.
@@ -31,6 +41,132 @@ pub fn split(text: &str) -> Result<Vec<Command>, Problem> {
         start: 1,
     }
     .run()
+}
+
+/// Whether `text` is written for Windows' cmd.exe, as Chromium's "Copy as
+/// cURL (cmd)" writes it: words in `^"...^"`, lines continued by ` ^`.
+pub fn is_cmd(text: &str) -> bool {
+    text.contains("^\"") || text.lines().any(|l| l.trim_end().ends_with(" ^"))
+}
+
+/// The commands of `text` written for cmd.exe, split in two steps as
+/// Windows does: cmd.exe's own (`^` escapes the next character, a `^` at
+/// a line's end continues it, `&` and new lines end a command), then the C
+/// runtime's rules for one command's arguments (`"` quotes, backslashes
+/// escape a `"` only, `""` within quotes is one `"`).
+pub fn split_cmd(text: &str) -> Result<Vec<Command>, Problem> {
+    let mut commands = Vec::new();
+    // One command after cmd.exe's step: its characters, each marked when
+    // it was escaped (a `^"` is still a quote to the C runtime).
+    let mut command: Vec<char> = Vec::new();
+    let mut start = 1;
+    let mut line = 1;
+    let mut in_quotes = false;
+    let mut chars = text.chars().peekable();
+    fn finish(command: &mut Vec<char>, start: usize, commands: &mut Vec<Command>) {
+        let words = crt_arguments(command);
+        command.clear();
+        if !words.is_empty() {
+            commands.push(Command { words, line: start });
+        }
+    }
+    while let Some(c) = chars.next() {
+        match c {
+            '^' if !in_quotes => match chars.next() {
+                Some('\r') if chars.peek() == Some(&'\n') => {
+                    chars.next();
+                    line += 1;
+                }
+                Some('\n') => line += 1,
+                Some(c) => command.push(c),
+                None => {}
+            },
+            '"' => {
+                in_quotes = !in_quotes;
+                command.push(c);
+            }
+            '\r' => {}
+            '\n' if !in_quotes => {
+                line += 1;
+                finish(&mut command, start, &mut commands);
+                start = line;
+            }
+            '&' if !in_quotes => {
+                finish(&mut command, start, &mut commands);
+                start = line;
+            }
+            '|' | '<' | '>' if !in_quotes => {
+                return Err(Problem::at(
+                    format!("line {line}"),
+                    format!(
+                        "'{c}' sends the command's input or output elsewhere: import the curl command alone"
+                    ),
+                ));
+            }
+            c => {
+                if c == '\n' {
+                    line += 1;
+                }
+                command.push(c);
+            }
+        }
+        if command.is_empty() && !in_quotes {
+            start = line;
+        }
+    }
+    finish(&mut command, start, &mut commands);
+    Ok(commands)
+}
+
+/// A command line's arguments by the C runtime's rules.
+fn crt_arguments(command: &[char]) -> Vec<Vec<u8>> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quoted = false;
+    let mut i = 0;
+    while i < command.len() {
+        let c = command[i];
+        if c == '\\' {
+            let run = command[i..].iter().take_while(|c| **c == '\\').count();
+            let word = word.get_or_insert_with(String::new);
+            if command.get(i + run) == Some(&'"') {
+                // 2n backslashes and a quote: n backslashes, then the quote
+                // opens or closes; 2n+1: n backslashes and a quote.
+                word.extend(std::iter::repeat_n('\\', run / 2));
+                if run % 2 == 1 {
+                    word.push('"');
+                    i += run + 1;
+                } else {
+                    i += run;
+                }
+            } else {
+                word.extend(std::iter::repeat_n('\\', run));
+                i += run;
+            }
+            continue;
+        }
+        match c {
+            '"' if quoted && command.get(i + 1) == Some(&'"') => {
+                word.get_or_insert_with(String::new).push('"');
+                i += 1;
+            }
+            '"' => {
+                quoted = !quoted;
+                word.get_or_insert_with(String::new);
+            }
+            ' ' | '\t' | '\n' if !quoted => {
+                if let Some(w) = word.take() {
+                    words.push(w.into_bytes());
+                }
+            }
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+        i += 1;
+    }
+    if let Some(w) = word {
+        words.push(w.into_bytes());
+    }
+    words
 }
 
 struct Splitter {
@@ -114,11 +250,7 @@ impl Splitter {
                         self.next();
                         self.double_quoted()?;
                     }
-                    Some(n) if n.is_alphanumeric() || "_{(@*#?$!-".contains(n) => {
-                        return Err(self.fail(format!(
-                            "'${n}...' asks the shell for a value; write the value itself"
-                        )));
-                    }
+                    Some(n) if n.is_alphanumeric() || "_{(@*#?$!-".contains(n) => self.variable()?,
                     _ => self.push('$'),
                 },
                 '`' => return Err(self.fail("a `command` substitution asks the shell to run something")),
@@ -188,9 +320,7 @@ impl Splitter {
                         .peek()
                         .is_some_and(|n| n.is_alphanumeric() || "_{(@*#?$!".contains(n)) =>
                 {
-                    return Err(
-                        self.fail("'$' in double quotes asks the shell for a value; write the value itself")
-                    );
+                    self.variable()?
                 }
                 Some('`') => {
                     return Err(self.fail("a `command` substitution asks the shell to run something"));
@@ -200,6 +330,35 @@ impl Splitter {
             }
         }
         Err(Problem::at(format!("line {line}"), "a \" quote is never closed"))
+    }
+
+    /// After a `$`: a variable's name (`NAME` or `{NAME}`), kept as a mark;
+    /// any other expansion is refused.
+    fn variable(&mut self) -> Result<(), Problem> {
+        let braced = self.peek() == Some('{');
+        if braced {
+            self.next();
+        }
+        let mut name = String::new();
+        while let Some(c) = self.peek().filter(|c| c.is_ascii_alphanumeric() || *c == '_') {
+            if name.is_empty() && c.is_ascii_digit() {
+                break;
+            }
+            name.push(c);
+            self.next();
+        }
+        if name.is_empty() || (braced && self.next() != Some('}')) {
+            return Err(self.fail(format!(
+                "'${}{name}...' asks the shell to work out a value; write the value itself or a plain $NAME",
+                if braced { "{" } else { "" }
+            )));
+        }
+        self.push(VAR_OPEN);
+        for c in name.chars() {
+            self.push(c);
+        }
+        self.push(VAR_CLOSE);
+        Ok(())
     }
 
     /// Reads up to `most` digits of `radix`.
@@ -312,9 +471,59 @@ mod tests {
     }
 
     #[test]
+    fn windows_cmd_as_chromium_writes_it() {
+        // What "Copy as cURL (cmd)" gives for a JSON POST and a GET.
+        let text = "curl ^\"http://h.test/a?x=1^&y=2^\" ^\r\n  -H ^\"content-type: application/json^\" ^\r\n  --data-raw ^\"^{^\\^\"name^\\^\":^\\^\"O'Brien ^%^PATH^%^\\^\"^}^\" &\r\ncurl ^\"http://h.test/b^\"";
+        assert!(is_cmd(text));
+        let commands = split_cmd(text).unwrap();
+        let words: Vec<Vec<String>> = commands
+            .iter()
+            .map(|c| {
+                c.words
+                    .iter()
+                    .map(|w| String::from_utf8(w.clone()).unwrap())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            words,
+            [
+                vec![
+                    "curl",
+                    "http://h.test/a?x=1&y=2",
+                    "-H",
+                    "content-type: application/json",
+                    "--data-raw",
+                    "{\"name\":\"O'Brien %PATH%\"}"
+                ],
+                vec!["curl", "http://h.test/b"],
+            ]
+        );
+        assert_eq!((commands[0].line, commands[1].line), (1, 4));
+        assert!(!is_cmd("curl 'http://h/^x'"));
+    }
+
+    #[test]
+    fn shell_variables_are_kept_as_marks() {
+        let mark = |name: &str| format!("{VAR_OPEN}{name}{VAR_CLOSE}");
+        assert_eq!(
+            words("curl \"$BASE/a\" -H \"Authorization: Bearer ${API_KEY}\" $T_1x '$NOT'"),
+            [[
+                "curl".to_string(),
+                format!("{}/a", mark("BASE")),
+                "-H".into(),
+                format!("Authorization: Bearer {}", mark("API_KEY")),
+                mark("T_1x"),
+                "$NOT".into(),
+            ]]
+        );
+    }
+
+    #[test]
     fn what_needs_a_shell_is_refused_with_its_line() {
         for (text, line) in [
-            ("curl $URL", 1),
+            ("curl $1", 1),
+            ("curl \"${URL:-x}\"", 1),
             ("curl a\ncurl \"$(cat x)\"", 2),
             ("curl `x`", 1),
             ("curl a | jq", 1),

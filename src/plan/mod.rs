@@ -88,11 +88,10 @@ pub enum PlanError {
     /// A `-H` framing header that could contradict the body.
     #[error("-H {0}")]
     Framing(crate::request::FramingError),
-    #[error("cannot read --body-file '{}': {error}", .path.display())]
-    BodyFile {
-        path: std::path::PathBuf,
-        error: std::io::Error,
-    },
+    /// A body file that cannot be read; `flag` names it as given
+    /// (`--body-file 'PATH'`, `-b @PATH`).
+    #[error("cannot read {flag}: {error}")]
+    BodyFile { flag: String, error: std::io::Error },
     #[error("{0}")]
     Stages(crate::shape::StagesError),
     /// A criterion of `--threshold` or `--slo` that does not parse.

@@ -33,14 +33,12 @@ impl RunSpec {
         }
         let body = match request.body {
             BodySource::Inline(body) => body,
-            BodySource::File(path) => {
-                let body = std::fs::read(&path).map_err(|error| PlanError::BodyFile {
-                    path: path.clone(),
-                    error,
-                })?;
-                check_headers_frame(&request.headers, &body)?;
-                body
-            }
+            BodySource::File(path) => read_body(
+                &path,
+                &format!("--body-file '{}'", path.display()),
+                &request.headers,
+            )?,
+            BodySource::At(path) => read_body(&path, &format!("-b @{}", path.display()), &request.headers)?,
         };
         let tls = crate::tls::TlsOptions::load(&transport.tls)?;
         if let Some(pid) = watch.monitor_pid {
@@ -81,4 +79,15 @@ impl RunSpec {
             None => Ok(plan),
         }
     }
+}
+
+/// A body file's bytes (`flag` says which flag named it), framed as the
+/// headers say.
+fn read_body(path: &std::path::Path, flag: &str, headers: &[(String, String)]) -> Result<Vec<u8>, PlanError> {
+    let body = std::fs::read(path).map_err(|error| PlanError::BodyFile {
+        flag: flag.to_string(),
+        error,
+    })?;
+    check_headers_frame(headers, &body)?;
+    Ok(body)
 }

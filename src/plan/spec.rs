@@ -26,6 +26,8 @@ pub enum BodySource {
     Inline(Vec<u8>),
     /// `--body-file`.
     File(PathBuf),
+    /// `-b @FILE`, which reads the file as curl's `-d @FILE` does.
+    At(PathBuf),
 }
 
 /// The load and length as asked (flags, a plan file's settings, a step
@@ -258,7 +260,10 @@ impl RunSpec {
             .map(|h| parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
         let body = match (&args.body, &args.body_file) {
-            (Some(text), None) => BodySource::Inline(text.clone().into_bytes()),
+            (Some(text), None) => match text.strip_prefix('@') {
+                Some(path) if !path.is_empty() => BodySource::At(PathBuf::from(path)),
+                _ => BodySource::Inline(text.clone().into_bytes()),
+            },
             (None, Some(path)) => BodySource::File(path.clone()),
             (None, None) => BodySource::Inline(Vec::new()),
             (Some(_), Some(_)) => {

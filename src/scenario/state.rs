@@ -267,14 +267,44 @@ impl IterationState {
             Body::Bytes(bytes) => body.extend_from_slice(bytes),
         }
         // The same request and override rules as `volley run`'s; only the
-        // header values and the cookie line are the plan's own.
+        // header values and the cookie line are the plan's own. The jar's
+        // cookies join the item's own `Cookie` pairs in that one field
+        // (the item's pair wins a name both hold), so neither is lost.
         fields.clear();
+        let is_cookie = |name: &str| name.eq_ignore_ascii_case("cookie");
+        let mut cookie_sent = false;
         for (name, value) in &request.headers {
-            fields
-                .push_with(name, |out| value.render(&scope, out))
-                .map_err(|e| e.to_string())?;
+            if !is_cookie(name) {
+                fields
+                    .push_with(name, |out| value.render(&scope, out))
+                    .map_err(|e| e.to_string())?;
+            } else if !cookie_sent {
+                cookie_sent = true;
+                fields
+                    .push_with(name, |out| {
+                        let start = out.len();
+                        for (_, value) in request.headers.iter().filter(|(n, _)| is_cookie(n)) {
+                            if out.len() > start {
+                                out.extend_from_slice(b"; ");
+                            }
+                            value.render(&scope, out)?;
+                        }
+                        let explicit = start..out.len();
+                        for cookie in cookies.iter() {
+                            let name = cookie.split('=').next().unwrap_or_default();
+                            if !has_cookie(&out[explicit.clone()], name.as_bytes()) {
+                                if out.len() > start {
+                                    out.extend_from_slice(b"; ");
+                                }
+                                out.extend_from_slice(cookie.as_bytes());
+                            }
+                        }
+                        Ok::<(), RenderError>(())
+                    })
+                    .map_err(|e| e.to_string())?;
+            }
         }
-        if !cookies.is_empty() {
+        if !cookies.is_empty() && !cookie_sent {
             fields.push_with("Cookie", |out| {
                 for (i, cookie) in cookies.iter().enumerate() {
                     if i > 0 {
@@ -318,6 +348,15 @@ impl IterationState {
             })));
         }
     }
+}
+
+/// Whether a `Cookie` field's value (`a=1; b=2`) holds a pair named `name`.
+fn has_cookie(value: &[u8], name: &[u8]) -> bool {
+    value.split(|&b| b == b';').any(|pair| {
+        let pair = pair.trim_ascii_start();
+        let key = pair.split(|&b| b == b'=').next().unwrap_or_default();
+        key.trim_ascii_end() == name
+    })
 }
 
 /// The path of `url`: itself when relative, or what follows the origin when
@@ -450,6 +489,37 @@ mod tests {
         let err = state.render(request(fetch), Some(0), ORIGIN).err().unwrap();
         assert!(err.contains("not assigned"), "{err}");
         assert!(state.cookies.is_empty());
+    }
+
+    #[test]
+    fn an_items_own_cookie_joins_the_jars_in_one_field() {
+        let plan = scenario(
+            "  - name: Before
+    request: {url: /c1, headers: {X-A: x, Cookie: 'a=1; b=2'}}
+  - name: Session
+    request: {url: /}
+  - name: After
+    request: {url: /c2, headers: {X-A: x, Cookie: 'a=1; b=2'}}
+",
+        );
+        let mut state = IterationState::new(&plan, 1);
+        state.begin(0);
+        let plain = (200, &[][..], "");
+        let cookie = |fields: &[(String, String)]| -> Vec<String> {
+            fields
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        let (_, before) = exchange(&mut state, &plan.steps[0], None, plain);
+        assert_eq!(cookie(&before), ["a=1; b=2"]);
+        let sets = (200, &[("set-cookie", "sid=s1"), ("set-cookie", "b=9")][..], "");
+        exchange(&mut state, &plan.steps[1], None, sets);
+        let (_, after) = exchange(&mut state, &plan.steps[2], None, plain);
+        // One field, the item's pairs first; its `b` wins over the jar's.
+        assert_eq!(cookie(&after), ["a=1; b=2; sid=s1"]);
+        assert_eq!(after[0], ("X-A".to_string(), "x".to_string()), "{after:?}");
     }
 
     #[test]

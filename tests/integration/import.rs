@@ -326,3 +326,100 @@ fn a_postman_collection_round_trips_against_the_target() {
     let tags = volley(&["plan", plan.to_str().unwrap(), "--list-tags"]);
     assert!(String::from_utf8_lossy(&tags.stdout).contains(r#"["Admin", "Auth", "Users"]"#));
 }
+
+#[test]
+fn a_byte_order_mark_is_skipped_for_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let har = r#"{"log": {"entries": [{"request": {"method": "GET", "url": "http://h.test/a", "headers": []}, "response": {"status": 200}}]}}"#;
+    let postman = r#"{"info": {"schema": "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"}, "item": [{"name": "a", "request": {"method": "GET", "url": "http://h.test/a"}}]}"#;
+    let openapi = "openapi: 3.0.0\nservers: [{url: 'http://h.test'}]\npaths:\n  /a:\n    get: {}\n";
+    for (kind, text) in [
+        ("har", har),
+        ("postman", postman),
+        ("curl", "curl http://h.test/a"),
+        ("openapi", openapi),
+    ] {
+        let file = dir.path().join(format!("bom.{kind}"));
+        std::fs::write(&file, format!("\u{feff}{text}")).unwrap();
+        let out = volley(&["import", kind, file.to_str().unwrap()]);
+        assert!(out.status.success(), "{kind}: {}", stderr(&out));
+        let plan = String::from_utf8_lossy(&out.stdout);
+        assert!(plan.contains("url: /a"), "{kind}: {plan}");
+    }
+}
+
+type SecretCase<'a> = (&'a str, &'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+
+#[test]
+fn imports_write_no_secret_unless_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let har = r#"{"log": {"entries": [{"request": {"method": "GET", "url": "http://h.test/a?api_key=k-123&page=2",
+        "headers": [{"name": "Authorization", "value": "Bearer tok-456"}, {"name": "X-API-Key", "value": "k-789"},
+        {"name": "Cookie", "value": "sid=s-000"}]}, "response": {"status": 200}}]}}"#;
+    let curl =
+        "curl http://h.test/a -H 'Proxy-Authorization: Basic cHc=' -b 'sid=s-000' -H 'X-Auth-Token: t-111'";
+    // Per kind: the input, its flags, the secrets it holds, the variables.
+    let cases: [SecretCase; 2] = [
+        (
+            "har",
+            har,
+            &["--keep-cookies"],
+            &["tok-456", "k-123", "k-789", "s-000"],
+            &["AUTHORIZATION", "API_KEY", "X_API_KEY", "COOKIE_SID"],
+        ),
+        (
+            "curl",
+            curl,
+            &[],
+            &["cHc=", "s-000", "t-111"],
+            &["PROXY_AUTHORIZATION", "COOKIE_SID", "X_AUTH_TOKEN"],
+        ),
+    ];
+    for (kind, text, flags, secrets, variables) in cases {
+        let file = dir.path().join(format!("in.{kind}"));
+        std::fs::write(&file, text).unwrap();
+        let plan = dir.path().join(format!("{kind}.yml"));
+        let args = [
+            &[
+                "import",
+                kind,
+                file.to_str().unwrap(),
+                "-o",
+                plan.to_str().unwrap(),
+            ],
+            flags,
+        ]
+        .concat();
+        let out = volley(&args);
+        assert!(out.status.success(), "{kind}: {}", stderr(&out));
+        let written = std::fs::read_to_string(&plan).unwrap();
+        for secret in secrets {
+            assert!(!written.contains(secret), "{kind}: {secret} written:\n{written}");
+        }
+        for variable in variables {
+            assert!(
+                written.contains(&format!("{{{{ {variable} }}}}")),
+                "{kind}: {variable}:\n{written}"
+            );
+            assert!(stderr(&out).contains(variable), "{kind}: {}", stderr(&out));
+        }
+        // The plan reads them when it runs: unset, it says which, and
+        // sends nothing (its base is a loopback port nobody serves).
+        let listed = volley(&["plan", plan.to_str().unwrap(), "-q"]);
+        assert_eq!(listed.status.code(), Some(2), "{kind}: {}", stderr(&listed));
+        assert!(
+            variables.iter().any(|v| stderr(&listed).contains(v)),
+            "{kind}: {}",
+            stderr(&listed)
+        );
+        let kept = [&args[..], &["--keep-secrets"]].concat();
+        assert!(volley(&kept).status.success());
+        let written = std::fs::read_to_string(&plan).unwrap();
+        for secret in secrets {
+            assert!(
+                written.contains(secret),
+                "{kind}: --keep-secrets keeps {secret}:\n{written}"
+            );
+        }
+    }
+}

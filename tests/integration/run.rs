@@ -793,3 +793,30 @@ fn a_dead_target_is_tried_with_backoff_and_its_refused_time_reported() {
         stdout(&out)
     );
 }
+
+#[test]
+fn a_body_at_file_is_read_from_the_file_as_curl_reads_it() {
+    let server = super::support::logging_target();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("body.json");
+    std::fs::write(&file, "{\"a\": 1}").unwrap();
+    let at = format!("@{}", file.display());
+    let target = format!("http://{}/echo", server.addr());
+    let out = volley(&[
+        "run", "-n", "1", "-c", "1", "-q", "-m", "POST", "-b", &at, &target,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sent = server.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].body, b"{\"a\": 1}", "the file's bytes, not '{at}'");
+    let missing = format!("@{}", dir.path().join("nope.json").display());
+    let out = volley(&["run", "-n", "1", "-q", "-b", &missing, &target]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let message = stderr(&out);
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(
+        message.contains(&format!("cannot read -b {missing}")),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 1, "nothing sent");
+}

@@ -512,6 +512,8 @@ fn request_body_value(spec: &Spec<'_>, body: &At<'_>) -> Result<Option<(String, 
             Some(2)
         } else if essence.starts_with("text/") {
             Some(3)
+        } else if essence == "multipart/form-data" {
+            Some(4)
         } else {
             None
         }
@@ -540,6 +542,25 @@ fn request_body_value(spec: &Spec<'_>, body: &At<'_>) -> Result<Option<(String, 
         request::form_urlencoded(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))).into_bytes()
     } else if essence.starts_with("text/") {
         scalar_text(&value).into_bytes()
+    } else if essence == "multipart/form-data" {
+        // A part per member: text as it is, anything else as JSON.
+        let parts: Vec<request::FormPart> = match &value {
+            Node::Object(members) => members
+                .iter()
+                .map(|(name, value)| request::FormPart {
+                    name: name.clone(),
+                    value: match value {
+                        Node::String(text) => text.clone().into_bytes(),
+                        other => other.to_json_text().into_bytes(),
+                    },
+                    filename: None,
+                    content_type: None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let (bytes, content_type) = request::multipart(&parts);
+        return Ok(Some((content_type, bytes)));
     } else {
         value.to_json_text().into_bytes()
     };

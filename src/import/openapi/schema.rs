@@ -112,6 +112,24 @@ fn make(spec: &Spec<'_>, schema: &At<'_>, depth: usize) -> Result<Node, Problem>
                 })
                 .or(options.first());
             if let Some(pick) = pick {
+                // A branch that only says which of the object's properties
+                // it needs (`anyOf: [{required: [a]}, {required: [b]}]`)
+                // is that object with those properties.
+                // Properties only the other branches require are left out,
+                // so that the object matches one `oneOf` branch, not two.
+                let branch = spec.resolve((*pick).clone())?;
+                if is_constraint_only(&branch) && type_of(&schema)? == "object" {
+                    let wanted = required_of(&branch);
+                    let mut others = Vec::new();
+                    for option in &options {
+                        others.extend(
+                            required_of(&spec.resolve(option.clone())?)
+                                .into_iter()
+                                .filter(|name| !wanted.contains(name)),
+                        );
+                    }
+                    return object_with(spec, &schema, depth, &wanted, &others);
+                }
                 let chosen = make(spec, pick, depth)?;
                 // Properties beside the choice apply too.
                 if let (Node::Object(mut members), true) =
@@ -181,22 +199,62 @@ fn type_of(schema: &At<'_>) -> Result<String, Problem> {
     }
 }
 
+/// Whether a schema gives no shape of its own, only constraints on the
+/// one it is part of (`required`, `minProperties`...).
+fn is_constraint_only(schema: &At<'_>) -> bool {
+    const SHAPES: [&str; 12] = [
+        "type",
+        "properties",
+        "items",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "enum",
+        "const",
+        "example",
+        "examples",
+        "default",
+        "additionalProperties",
+    ];
+    !SHAPES.iter().any(|key| schema.get(key).is_some())
+}
+
+/// The names a schema's `required` lists.
+fn required_of(schema: &At<'_>) -> Vec<String> {
+    schema
+        .get("required")
+        .and_then(|r| r.node.as_array())
+        .map(|r| r.iter().filter_map(Node::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
 fn object(spec: &Spec<'_>, schema: &At<'_>, depth: usize) -> Result<Node, Problem> {
+    object_with(spec, schema, depth, &[], &[])
+}
+
+/// An object for `schema`, with the properties `also` names required as
+/// well as its own `required`, and without those `without` names (unless
+/// required).
+fn object_with(
+    spec: &Spec<'_>,
+    schema: &At<'_>,
+    depth: usize,
+    also: &[String],
+    without: &[String],
+) -> Result<Node, Problem> {
     if depth >= MAX_DEPTH {
         return Ok(Node::Object(Vec::new()));
     }
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(|r| r.node.as_array())
-        .map(|r| r.iter().filter_map(Node::as_str).collect())
-        .unwrap_or_default();
+    let mut required = required_of(schema);
+    required.extend(also.iter().cloned());
     let mut members = Vec::new();
     for (name, property) in schema.object("properties")? {
         let property_schema = spec.resolve(property.clone())?;
         if property_schema.opt_bool("readOnly")? == Some(true) {
             continue;
         }
-        if depth >= OPTIONAL_DEPTH && !required.contains(&name) {
+        let is_required = required.iter().any(|r| r == name);
+        if (depth >= OPTIONAL_DEPTH || without.iter().any(|w| w == name)) && !is_required {
             continue;
         }
         members.push((name.to_string(), make(spec, &property, depth + 1)?));

@@ -272,3 +272,123 @@ fn broken_descriptions_say_where() {
         assert!(problem.message.contains(says), "{text}: {problem}");
     }
 }
+
+/// The descriptions the tests hold, each with the JSON Schema draft its
+/// schemas follow.
+const DESCRIPTIONS: &[(&str, jsonschema::Draft)] = &[
+    (
+        "tests/fixtures/import/greenhouse-3.0.yaml",
+        jsonschema::Draft::Draft4,
+    ),
+    (
+        "tests/fixtures/import/bookshop-3.1.json",
+        jsonschema::Draft::Draft202012,
+    ),
+    (
+        "tests/fixtures/import/forms-3.1.yaml",
+        jsonschema::Draft::Draft202012,
+    ),
+    ("examples/openapi/volley-serve.yaml", jsonschema::Draft::Draft4),
+];
+
+/// What a JSON pointer may not hold as it is in a URI's fragment.
+const FRAGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'|')
+    .add(b'\\')
+    .add(b'^');
+
+/// A `multipart/form-data` body's part names.
+fn part_names(body: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(body);
+    text.split("Content-Disposition: form-data; name=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_generated_body_validates_against_its_schema() {
+    let mut checked = 0;
+    for (file, draft) in DESCRIPTIONS {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let document = doc::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let root = At::root(&document);
+        let spec = Spec {
+            root: root.clone(),
+            v2: false,
+        };
+        let whole = document.to_json();
+        for (path, item) in root.object("paths").unwrap() {
+            let item = spec.resolve(item).unwrap();
+            for (method, op) in item.members().unwrap() {
+                let Some(body) = op.get("requestBody").filter(|_| METHODS.contains(&method)) else {
+                    continue;
+                };
+                let body = spec.resolve(body).unwrap();
+                let operation = format!("{file}: {method} {path}");
+                let essence = |m: &str| m.split(';').next().unwrap().trim().to_ascii_lowercase();
+                let Some((media, bytes)) = request_body_value(&spec, &body).unwrap() else {
+                    // Only a media type volley makes no body for (an image).
+                    for (media, _) in body.object("content").unwrap() {
+                        let media = essence(media);
+                        assert!(
+                            !media.contains("json") && !media.contains("form") && !media.starts_with("text/"),
+                            "{operation}: no body for {media}"
+                        );
+                    }
+                    continue;
+                };
+                let (_, content) = body
+                    .object("content")
+                    .unwrap()
+                    .into_iter()
+                    .find(|(m, _)| essence(m) == essence(&media))
+                    .unwrap();
+                let Some(schema) = content.get("schema") else {
+                    continue;
+                };
+                // The whole document, so that its `$ref`s resolve, entered at
+                // the body's schema.
+                let mut entry = whole.clone();
+                let fragment: String = utf8_percent_encode(&schema.place(), FRAGMENT).collect();
+                entry["$ref"] = format!("#{fragment}").into();
+                let validator = jsonschema::options()
+                    .with_draft(*draft)
+                    .build(&entry)
+                    .unwrap_or_else(|e| panic!("{operation}: {e}"));
+                let instance: serde_json::Value = match essence(&media).as_str() {
+                    "multipart/form-data" => {
+                        let names = part_names(&bytes);
+                        let required = spec.resolve(schema.clone()).unwrap();
+                        for name in required.list("required").unwrap() {
+                            let name = name.text().unwrap();
+                            assert!(names.iter().any(|n| n == name), "{operation}: no part '{name}'");
+                        }
+                        checked += 1;
+                        continue;
+                    }
+                    m if m.contains("json") => serde_json::from_slice(&bytes).unwrap(),
+                    _ => continue,
+                };
+                let errors: Vec<String> = validator
+                    .iter_errors(&instance)
+                    .map(|e| format!("{e} at {}", e.instance_path()))
+                    .collect();
+                assert!(
+                    errors.is_empty(),
+                    "{operation}: {instance} fails its schema: {errors:#?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 16, "every body of the four descriptions");
+}

@@ -2,7 +2,7 @@
 //! parts), header fields, body (raw, urlencoded, GraphQL) and inherited
 //! authorization, with the collection's variables filled in.
 
-use super::{Notes, Variables, fill, value_text};
+use super::{Notes, Variables, fill, fill_secret, value_text};
 use crate::import::Problem;
 use crate::import::doc::{self, At};
 use crate::import::plan::{Body, Request};
@@ -14,7 +14,7 @@ pub(super) fn read_request(
     auth: Option<At<'_>>,
     variables: &Variables,
     notes: &mut Notes,
-) -> Result<(String, Request), Problem> {
+) -> Result<(String, Request, bool), Problem> {
     // A request may be just its URL.
     let (method, url_text, headers_at, body_at) = match at.node {
         doc::Node::String(url) => ("GET".to_string(), url.clone(), Vec::new(), None),
@@ -33,6 +33,13 @@ pub(super) fn read_request(
                 at.get("body"),
             )
         }
+    };
+    // `--base` stands for a server named by a variable, path and all.
+    let host_end = host_end(&url_text);
+    let based = variables.host.is_some() && url_text[..host_end].contains("{{");
+    let url_text = match &variables.host {
+        Some(base) if based => format!("{}{}{}", base.origin, base.path, &url_text[host_end..]),
+        _ => url_text,
     };
     let filled = fill(&url_text, variables, notes);
     // An unfilled origin (`{{ BASE_URL }}/users`) is refused: the plan's
@@ -58,10 +65,13 @@ pub(super) fn read_request(
         if request::dropped_field(key).is_some() {
             continue;
         }
-        headers.push((
-            key.to_string(),
-            fill(header.opt_str("value")?.unwrap_or(""), variables, notes),
-        ));
+        let value = header.opt_str("value")?.unwrap_or("");
+        let value = if request::is_secret_field(key) {
+            fill_secret(value, variables, notes)
+        } else {
+            fill(value, variables, notes)
+        };
+        headers.push((key.to_string(), value));
     }
     let body = match body_at {
         Some(body) => read_body(&body, name, &mut headers, variables, notes)?,
@@ -78,7 +88,14 @@ pub(super) fn read_request(
             headers: request::join_repeated(headers),
             body,
         },
+        based,
     ))
+}
+
+/// Where a URL's server ends: the first `/` or `?` after its scheme.
+fn host_end(url: &str) -> usize {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    url[start..].find(['/', '?']).map_or(url.len(), |end| start + end)
 }
 
 /// `split_url` percent-encodes the braces of placeholders put into the

@@ -31,7 +31,14 @@ pub(super) struct Notes {
 }
 
 /// The known variables: name, value, and whether it is secret.
-pub(super) struct Variables(pub(super) Vec<(String, String, bool)>);
+pub(super) struct Variables {
+    pub(super) known: Vec<(String, String, bool)>,
+    /// `--keep-secrets`: a credential header's variables are filled in too.
+    pub(super) keep_secrets: bool,
+    /// `--base`, which stands for the variable a URL names its server by
+    /// (`http://{{APIURL}}/users`), path included.
+    pub(super) host: Option<Base>,
+}
 
 pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
     let document = doc::parse_json(&input.text)?;
@@ -45,13 +52,17 @@ pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
             "a Postman collection of format '{schema}': export it as Collection v2.1"
         )));
     }
-    let mut variables = Variables(Vec::new());
+    let mut variables = Variables {
+        known: Vec::new(),
+        keep_secrets: options.keep_secrets,
+        host: options.base.clone(),
+    };
     for at in root.list("variable")? {
         if at.opt_bool("disabled")? == Some(true) {
             continue;
         }
         let key = at.opt_str("key")?.or(at.opt_str("id")?).unwrap_or("");
-        variables.0.push((
+        variables.known.push((
             key.to_string(),
             value_text(&at),
             at.opt_str("type")? == Some("secret"),
@@ -77,7 +88,7 @@ pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
     });
     let mut items = Vec::new();
     let mut other_origins: Vec<String> = Vec::new();
-    for (origin, name, tags, request) in requests {
+    for (origin, name, tags, (request, based)) in requests {
         if origin != main_origin {
             if !other_origins.contains(&origin) {
                 other_origins.push(origin);
@@ -87,9 +98,13 @@ pub fn import(input: &Input, options: &Options) -> Result<Plan, Problem> {
         items.push(Item {
             name,
             tags,
-            step: Step::Request(Request {
-                url: format!("{}{}", base.path, request.url),
-                ..request
+            step: Step::Request(if based {
+                request
+            } else {
+                Request {
+                    url: format!("{}{}", base.path, request.url),
+                    ..request
+                }
             }),
             comment: None,
         });
@@ -198,8 +213,8 @@ fn read_env(env: &Input, variables: &mut Variables) -> Result<(), Problem> {
         let key = at.str("key").map_err(in_env)?.to_string();
         let secret = at.opt_str("type").map_err(in_env)? == Some("secret");
         // The environment's value wins over the collection's.
-        variables.0.retain(|(k, _, _)| *k != key);
-        variables.0.push((key, value_text(&at), secret));
+        variables.known.retain(|(k, _, _)| *k != key);
+        variables.known.push((key, value_text(&at), secret));
     }
     Ok(())
 }
@@ -226,8 +241,9 @@ fn has_script(at: &At<'_>) -> Result<bool, Problem> {
     Ok(false)
 }
 
-/// A request read: its origin, name, tags and the request.
-type Read = (String, String, Vec<String>, Request);
+/// A request read: its origin, name, tags and the request, with whether
+/// `--base` gave its server (and so its path's start).
+type Read = (String, String, Vec<String>, (Request, bool));
 
 fn walk<'a>(
     folder: &At<'a>,
@@ -257,8 +273,8 @@ fn walk<'a>(
         };
         // A request's own auth (`noauth` included) wins over the inherited one.
         let auth = request.get("auth").or(auth);
-        let (origin, request) = read_request(&request, &name, auth, variables, notes)?;
-        out.push((origin, name, tags.to_vec(), request));
+        let (origin, request, based) = read_request(&request, &name, auth, variables, notes)?;
+        out.push((origin, name, tags.to_vec(), (request, based)));
     }
     Ok(())
 }
@@ -267,6 +283,17 @@ fn walk<'a>(
 /// placeholder (noted); `{{$dynamic}}` with `{{ iteration }}`. Text that is
 /// not a variable is kept; a stray `{{` is percent-encoded in URLs.
 pub(super) fn fill(text: &str, variables: &Variables, notes: &mut Notes) -> String {
+    fill_in(text, variables, notes, false)
+}
+
+/// [`fill`] for a credential header's value (`Bearer {{token}}`): unless
+/// `--keep-secrets`, each variable becomes a placeholder named after it
+/// (`{{ TOKEN }}`), whatever value the collection gives it.
+pub(super) fn fill_secret(text: &str, variables: &Variables, notes: &mut Notes) -> String {
+    fill_in(text, variables, notes, !variables.keep_secrets)
+}
+
+fn fill_in(text: &str, variables: &Variables, notes: &mut Notes, all_secret: bool) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(open) = rest.find("{{") {
@@ -283,11 +310,15 @@ pub(super) fn fill(text: &str, variables: &Variables, notes: &mut Notes) -> Stri
             }
             out.push_str("{{ iteration }}");
         } else {
-            match variables.0.iter().find(|(k, _, _)| k == name) {
-                Some((_, value, false)) if !request::looks_templated(value) => out.push_str(value),
+            match variables.known.iter().find(|(k, _, _)| k == name) {
+                Some((_, value, false)) if !all_secret && !request::looks_templated(value) => {
+                    out.push_str(value)
+                }
                 known => {
                     let variable = request::env_name(name);
-                    let what = if known.is_some() {
+                    let what = if all_secret {
+                        format!("'{name}', in a credential header")
+                    } else if known.is_some() {
                         format!("the secret '{name}'")
                     } else {
                         format!("'{name}', which has no value in the collection")
@@ -416,6 +447,51 @@ mod tests {
             !header.contains("MISSING"),
             "only what the plan holds needs setting: {header}"
         );
+    }
+
+    #[test]
+    fn a_credential_headers_variable_is_read_from_the_environment() {
+        let collection = r#"{"info": {"name": "k"}, "variable": [{"key": "token", "value": "tok-live"}],
+            "item": [{"name": "me", "request": {"method": "GET", "url": "http://h.test/me",
+            "header": [{"key": "Authorization", "value": "Bearer {{token}}"}, {"key": "X-Who", "value": "{{token}}"}]}}]}"#;
+        let plan = import_with(collection, None).unwrap();
+        let me = request(&plan, "me");
+        assert_eq!(
+            me.headers,
+            [
+                ("Authorization".to_string(), "Bearer {{ TOKEN }}".to_string()),
+                ("X-Who".into(), "tok-live".into())
+            ]
+        );
+        assert!(
+            plan.header
+                .iter()
+                .any(|h| h.contains("TOKEN ('token', in a credential header)"))
+        );
+    }
+
+    #[test]
+    fn base_stands_for_the_host_variable_and_its_path() {
+        let collection = r#"{"info": {"name": "b"}, "variable": [{"key": "root", "value": "http://old.test/v1"}],
+            "item": [{"name": "users", "request": {"method": "GET", "url": "http://{{APIURL}}/users?x=1"}},
+                     {"name": "rooted", "request": {"method": "GET", "url": "{{root}}/items"}}]}"#;
+        let input = Input {
+            name: "c.json".into(),
+            text: collection.into(),
+        };
+        let options = Options {
+            base: Some(Base::parse("http://127.0.0.1:3000/v2").unwrap()),
+            ..Options::default()
+        };
+        let plan = import(&input, &options).unwrap();
+        assert_eq!(plan.base, "http://127.0.0.1:3000");
+        assert_eq!(request(&plan, "users").url, "/v2/users?x=1", "no --env needed");
+        assert_eq!(
+            request(&plan, "rooted").url,
+            "/v2/items",
+            "the base path replaces /v1"
+        );
+        assert!(!plan.header.join("\n").contains("APIURL"), "{:?}", plan.header);
     }
 
     #[test]
