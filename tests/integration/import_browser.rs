@@ -10,13 +10,14 @@
 //! browser sent them.
 
 use super::html::browser_python;
-use super::support::{exclusive, logging_target, num, stderr, stdout, volley, volley_json};
+use super::support::{exclusive, logging_target, num, stderr, stdout, volley, volley_json_env};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::RwLockWriteGuard;
 use tempfile::TempDir;
 use volley::server::{LoggedRequest, ServerHandle};
+use yaml_rust2::Yaml;
 
 /// What a request log entry says, for comparing.
 fn seen(requests: &[LoggedRequest]) -> Vec<(String, String, String)> {
@@ -117,10 +118,17 @@ fn without_assets(browsed: &[LoggedRequest]) -> Vec<LoggedRequest> {
 }
 
 /// Runs `plan` once against `server` (cleanly: every step 2xx, or as
-/// listed in `failing`); returns the requests the server saw it send.
-fn replay(server: &ServerHandle, plan: &Path, failing: &[&str]) -> Vec<LoggedRequest> {
+/// listed in `failing`), with the variables it reads set to the
+/// credentials the browser recorded; returns the requests the server saw
+/// it send.
+fn replay(server: &ServerHandle, plan: &Imported, failing: &[&str]) -> Vec<LoggedRequest> {
     let before = server.requests().len();
-    let (out, report) = volley_json(&["plan", plan.to_str().unwrap(), "-q"]);
+    let vars: Vec<(&str, &str)> = plan
+        .secrets
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect();
+    let (out, report) = volley_json_env(&["plan", plan.path.to_str().unwrap(), "-q"], &vars);
     assert!(out.status.success(), "{}", stderr(&out));
     for step in report["runs"][0]["steps"].as_array().expect("steps") {
         let name = step["name"].as_str().unwrap();
@@ -136,17 +144,125 @@ fn replay(server: &ServerHandle, plan: &Path, failing: &[&str]) -> Vec<LoggedReq
     server.requests()[before..].to_vec()
 }
 
-/// Imports `file` of `kind` into `plan`.
-fn import(kind: &str, file: &Path, plan: &Path) {
-    let args = [
-        "import",
-        kind,
-        file.to_str().unwrap(),
-        "-o",
-        plan.to_str().unwrap(),
-    ];
-    let out = volley(&args);
-    assert!(out.status.success(), "volley {args:?}: {}", stderr(&out));
+/// A plan `volley import` wrote, and what its variables stand for.
+struct Imported {
+    path: PathBuf,
+    /// Per variable the plan reads instead of a recorded credential: its
+    /// name and the value the browser recorded.
+    secrets: Vec<(String, String)>,
+}
+
+/// Imports `file` of `kind` into `plan` as a user would, credentials
+/// becoming references to environment variables; checks that the plan's
+/// header names each and that no recorded value is written. The values
+/// are read from the same import made with `--keep-secrets`.
+fn import(kind: &str, file: &Path, plan: &Path) -> Imported {
+    // Beside it, in a folder of its own: the bodies it writes to files
+    // are then named as the plan's.
+    let kept_dir = plan.parent().unwrap().join("kept");
+    std::fs::create_dir_all(&kept_dir).unwrap();
+    let kept = kept_dir.join(plan.file_name().unwrap());
+    for (path, extra) in [(plan, None), (kept.as_path(), Some("--keep-secrets"))] {
+        let mut args = vec![
+            "import",
+            kind,
+            file.to_str().unwrap(),
+            "-o",
+            path.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let out = volley(&args);
+        assert!(out.status.success(), "volley {args:?}: {}", stderr(&out));
+    }
+    let text = std::fs::read_to_string(plan).unwrap();
+    let kept = std::fs::read_to_string(&kept).unwrap();
+    let load = |text: &str| yaml_rust2::YamlLoader::load_from_str(text).expect("the plan parses");
+    let mut secrets = Vec::new();
+    for (written, recorded) in load(&text).iter().zip(&load(&kept)) {
+        recorded_values(written, recorded, &mut secrets);
+    }
+    for (name, value) in &secrets {
+        assert!(
+            text.contains(&format!("{name} (the ")),
+            "{name} is not listed:\n{text}"
+        );
+        assert!(!text.contains(value.as_str()), "'{value}' was written:\n{text}");
+    }
+    Imported {
+        path: plan.to_path_buf(),
+        secrets,
+    }
+}
+
+/// The credential the server gave the page (a session cookie, a bearer
+/// token), which the browser sent on, is read from the variable `name`.
+fn assert_read(imported: &Imported, name: &str, prefix: &str) {
+    assert!(
+        imported
+            .secrets
+            .iter()
+            .any(|(var, value)| var == name && value.starts_with(prefix)),
+        "{:?}",
+        imported.secrets
+    );
+}
+
+/// Walks a plan and the same plan with its secrets kept side by side:
+/// where a string of `written` holds `{{ NAME }}`s and the one of
+/// `recorded` values instead, each (NAME, value) is added to `found`.
+fn recorded_values(written: &Yaml, recorded: &Yaml, found: &mut Vec<(String, String)>) {
+    match (written, recorded) {
+        (Yaml::Array(written), Yaml::Array(recorded)) => {
+            assert_eq!(written.len(), recorded.len());
+            for (w, r) in written.iter().zip(recorded) {
+                recorded_values(w, r, found);
+            }
+        }
+        (Yaml::Hash(written), Yaml::Hash(recorded)) => {
+            assert_eq!(written.len(), recorded.len());
+            for ((_, w), (_, r)) in written.iter().zip(recorded) {
+                recorded_values(w, r, found);
+            }
+        }
+        (Yaml::String(written), Yaml::String(recorded)) if written != recorded => {
+            substituted(written, recorded, found)
+        }
+        _ => {}
+    }
+}
+
+/// The values `recorded` holds where `written` holds `{{ NAME }}`s, the
+/// text around them being the same in both.
+fn substituted(written: &str, recorded: &str, found: &mut Vec<(String, String)>) {
+    let mismatch = || format!("'{written}' against '{recorded}'");
+    let (mut written_rest, mut recorded_rest) = (written, recorded);
+    while let Some(start) = written_rest.find("{{ ") {
+        let literal = &written_rest[..start];
+        assert!(recorded_rest.starts_with(literal), "{}", mismatch());
+        recorded_rest = &recorded_rest[literal.len()..];
+        let end = start + written_rest[start..].find(" }}").expect("a closed reference");
+        let name = written_rest[start + 3..end].to_string();
+        written_rest = &written_rest[end + 3..];
+        // An importer's own placeholder stands in both.
+        let reference = format!("{{{{ {name} }}}}");
+        if let Some(rest) = recorded_rest.strip_prefix(&reference) {
+            recorded_rest = rest;
+            continue;
+        }
+        let after = &written_rest[..written_rest.find("{{ ").unwrap_or(written_rest.len())];
+        let value_len = match after {
+            "" => recorded_rest.len(),
+            after => recorded_rest
+                .find(after)
+                .unwrap_or_else(|| panic!("{}", mismatch())),
+        };
+        let value = recorded_rest[..value_len].to_string();
+        recorded_rest = &recorded_rest[value_len..];
+        if !found.iter().any(|(known, _)| *known == name) {
+            found.push((name, value));
+        }
+    }
+    assert_eq!(written_rest, recorded_rest, "{}", mismatch());
 }
 
 /// The API calls the page's script makes, in its order (what the test
@@ -168,8 +284,10 @@ fn a_chromium_session_replays_as_the_browser_sent_it() {
         return;
     };
     let plan = session.dir.path().join("plan.yml");
-    import("har", &session.out, &plan);
-    let replayed = replay(&session.server, &plan, &[]);
+    let imported = import("har", &session.out, &plan);
+    // The cookie is left to the cookie jar; the bearer token is read.
+    assert_read(&imported, "AUTHORIZATION", "tok-");
+    let replayed = replay(&session.server, &imported, &[]);
     assert_eq!(seen(&replayed), seen(&without_assets(&session.browsed)));
     let text = std::fs::read_to_string(&plan).unwrap();
     assert!(
@@ -215,10 +333,10 @@ fn a_har_firefox_wrote_replays_as_the_browser_sent_it() {
     let mut replayed = Vec::new();
     for (n, har) in hars.iter().enumerate() {
         let plan = session.dir.path().join(format!("page-{n}.yml"));
-        import("har", Path::new(har.as_str().unwrap()), &plan);
+        let imported = import("har", Path::new(har.as_str().unwrap()), &plan);
         let text = std::fs::read_to_string(&plan).unwrap();
         assert!(text.contains("(HAR by Firefox "), "{text}");
-        replayed.extend(replay(&session.server, &plan, &[]));
+        replayed.extend(replay(&session.server, &imported, &[]));
     }
     assert_eq!(seen(&replayed), seen(&without_assets(&session.browsed)));
 }
@@ -229,7 +347,8 @@ fn chromiums_copy_all_as_curl_replays_as_the_browser_sent_it() {
         return;
     };
     let plan = session.dir.path().join("curl.yml");
-    import("curl", &session.out, &plan);
+    let imported = import("curl", &session.out, &plan);
+    assert_read(&imported, "COOKIE_SESSION", "sess-");
     // Everything DevTools recorded was copied, assets too (the favicon is
     // a 404 to replay): what the server saw of those URLs comes again.
     let recorded: Vec<&str> = session.report["recorded"]
@@ -245,7 +364,7 @@ fn chromiums_copy_all_as_curl_replays_as_the_browser_sent_it() {
         .filter(|r| recorded.iter().any(|url| url.ends_with(&r.target)))
         .cloned()
         .collect();
-    let replayed = replay(&session.server, &plan, &["GET /favicon.ico"]);
+    let replayed = replay(&session.server, &imported, &["GET /favicon.ico"]);
     // The favicon is the browser's own request, racing the page's script:
     // its place among them is not fixed, only that it comes again.
     let favicon = |r: &LoggedRequest| r.target == "/favicon.ico";

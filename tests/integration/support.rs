@@ -105,12 +105,17 @@ pub fn volley_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
 
 /// Runs with `--output` and returns the process output and the parsed report.
 pub fn volley_json(args: &[&str]) -> (Output, Value) {
+    volley_json_env(args, &[])
+}
+
+/// [`volley_json`] with these environment variables set for it.
+pub fn volley_json_env(args: &[&str], vars: &[(&str, &str)]) -> (Output, Value) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("report.json");
     let path_str = path.to_str().unwrap().to_string();
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--output", &path_str]);
-    let out = volley(&all);
+    let out = volley_env(&all, vars);
     if !path.exists() {
         panic!("no report from volley {args:?}: {}", stderr(&out));
     }
