@@ -17,6 +17,7 @@ mod http3;
 mod http3_parity;
 mod import;
 mod import_browser;
+mod import_interop;
 mod io;
 mod k8s;
 mod load;
