@@ -270,19 +270,14 @@ pub fn parse(text: &str) -> Result<Node, Problem> {
     if text.trim_start().starts_with(['{', '[']) {
         return parse_json(text);
     }
-    let doc = crate::scenario::yaml::parse(text).map_err(|e| {
-        Problem::at(
-            format!("line {}", e.line),
-            format!("not valid YAML: {}", e.message),
-        )
-    })?;
+    let doc = crate::scenario::yaml::parse(text)
+        .map_err(|e| Problem::on_line(e.line, format!("not valid YAML: {}", e.message)))?;
     Ok(from_yaml(&doc.root))
 }
 
 /// Reads a JSON document.
 pub fn parse_json(text: &str) -> Result<Node, Problem> {
-    serde_json::from_str(text)
-        .map_err(|e| Problem::at(format!("line {}", e.line()), format!("not valid JSON: {e}")))
+    serde_json::from_str(text).map_err(|e| Problem::on_line(e.line(), format!("not valid JSON: {e}")))
 }
 
 fn from_yaml(node: &marked_yaml::Node) -> Node {

@@ -49,6 +49,11 @@ impl Problem {
         }
     }
 
+    /// A problem on a line of the input (`line 4`).
+    pub fn on_line(line: usize, message: impl Into<String>) -> Problem {
+        Problem::at(format!("line {line}"), message)
+    }
+
     /// A problem with the command line rather than the input.
     pub fn usage(message: impl Into<String>) -> Problem {
         Problem::at("", message)

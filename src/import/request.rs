@@ -15,15 +15,45 @@ pub struct Base {
     pub path: String,
 }
 
+/// Why a URL cannot go into a plan. The URL is shown with any password
+/// masked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UrlError {
+    /// Not a URL at all; the parser's reason.
+    Unparsable { shown: String, reason: url::ParseError },
+    /// A scheme other than http:// and https://.
+    Scheme { shown: String },
+    /// A user name or password, which a plan never holds.
+    Credentials { shown: String },
+    /// A base URL with a query string (a base is an origin and a path).
+    Query { shown: String },
+}
+
+impl std::fmt::Display for UrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UrlError::Unparsable { shown, reason } => write!(f, "'{shown}' is not a URL ({reason})"),
+            UrlError::Scheme { shown } => write!(f, "'{shown}' is not an http:// or https:// URL"),
+            UrlError::Credentials { shown } => {
+                write!(f, "'{shown}' holds credentials: they are not written into a plan")
+            }
+            UrlError::Query { shown } => {
+                write!(f, "'{shown}' has a query string: give an origin and path only")
+            }
+        }
+    }
+}
+
+impl std::error::Error for UrlError {}
+
 impl Base {
-    // A leaf parser: its message is the value.
-    pub fn parse(text: &str) -> Result<Base, String> {
+    pub fn parse(text: &str) -> Result<Base, UrlError> {
         let url = parse_url(text)?;
         let path = url.path().trim_end_matches('/').to_string();
         if url.query().is_some() {
-            return Err(format!(
-                "'{text}' has a query string: give an origin and path only"
-            ));
+            return Err(UrlError::Query {
+                shown: crate::target::mask_password(text).into_owned(),
+            });
         }
         Ok(Base {
             origin: url.origin().ascii_serialization(),
@@ -32,24 +62,23 @@ impl Base {
     }
 }
 
-// A leaf parser: its message is the value.
-fn parse_url(text: &str) -> Result<url::Url, String> {
-    let shown = crate::target::mask_password(text);
-    let url = url::Url::parse(text.trim()).map_err(|e| format!("'{shown}' is not a URL ({e})"))?;
+fn parse_url(text: &str) -> Result<url::Url, UrlError> {
+    let shown = || crate::target::mask_password(text).into_owned();
+    let url = url::Url::parse(text.trim()).map_err(|reason| UrlError::Unparsable {
+        shown: shown(),
+        reason,
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("'{shown}' is not an http:// or https:// URL"));
+        return Err(UrlError::Scheme { shown: shown() });
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!(
-            "'{shown}' holds credentials: they are not written into a plan"
-        ));
+        return Err(UrlError::Credentials { shown: shown() });
     }
     Ok(url)
 }
 
 /// The origin of a URL (`https://example.com:8443`), or of a bare host.
-// A leaf parser: its message is the value.
-pub fn origin_of(text: &str) -> Result<String, String> {
+pub fn origin_of(text: &str) -> Result<String, UrlError> {
     let with_scheme = if text.contains("://") {
         text.to_string()
     } else {
@@ -60,8 +89,7 @@ pub fn origin_of(text: &str) -> Result<String, String> {
 
 /// An absolute URL split into its origin and its path with the query
 /// (the fragment dropped: it never leaves the browser).
-// A leaf parser: its message is the value.
-pub fn split_url(text: &str) -> Result<(String, String), String> {
+pub fn split_url(text: &str) -> Result<(String, String), UrlError> {
     let url = parse_url(text)?;
     let mut path = url.path().to_string();
     if let Some(query) = url.query() {
@@ -309,12 +337,20 @@ mod tests {
             split_url("https://example.com").unwrap(),
             ("https://example.com".into(), "/".into())
         );
-        assert!(split_url("ftp://example.com/x").is_err());
-        assert!(
-            split_url("http://u:secret@example.com/")
-                .unwrap_err()
-                .contains("u:***@")
+        assert!(matches!(
+            split_url("ftp://example.com/x"),
+            Err(UrlError::Scheme { .. })
+        ));
+        assert_eq!(
+            split_url("http://u:secret@example.com/").unwrap_err(),
+            UrlError::Credentials {
+                shown: "http://u:***@example.com/".into()
+            }
         );
+        assert!(matches!(
+            Base::parse("http://example.com/api?x=1"),
+            Err(UrlError::Query { .. })
+        ));
         assert_eq!(origin_of("cdn.example.com").unwrap(), "https://cdn.example.com");
         assert_eq!(origin_of("http://a.test:80/x").unwrap(), "http://a.test");
         let base = Base::parse("https://greenhouse.test/api/v2/").unwrap();

@@ -96,8 +96,8 @@ pub fn split_cmd(text: &str) -> Result<Vec<Command>, Problem> {
                 start = line;
             }
             '|' | '<' | '>' if !in_quotes => {
-                return Err(Problem::at(
-                    format!("line {line}"),
+                return Err(Problem::on_line(
+                    line,
                     format!(
                         "'{c}' sends the command's input or output elsewhere: import the curl command alone"
                     ),
@@ -196,7 +196,7 @@ impl Splitter {
     }
 
     fn fail(&self, message: impl Into<String>) -> Problem {
-        Problem::at(format!("line {}", self.line), message)
+        Problem::on_line(self.line, message)
     }
 
     fn push(&mut self, c: char) {
@@ -295,7 +295,7 @@ impl Splitter {
             match self.next() {
                 Some('\'') => return Ok(()),
                 Some(c) => self.push(c),
-                None => return Err(Problem::at(format!("line {line}"), "a ' quote is never closed")),
+                None => return Err(Problem::on_line(line, "a ' quote is never closed")),
             }
         }
     }
@@ -329,7 +329,7 @@ impl Splitter {
                 None => break,
             }
         }
-        Err(Problem::at(format!("line {line}"), "a \" quote is never closed"))
+        Err(Problem::on_line(line, "a \" quote is never closed"))
     }
 
     /// After a `$`: a variable's name (`NAME` or `{NAME}`), kept as a mark;
@@ -381,7 +381,7 @@ impl Splitter {
         let line = self.line;
         loop {
             let Some(c) = self.next() else {
-                return Err(Problem::at(format!("line {line}"), "a $' quote is never closed"));
+                return Err(Problem::on_line(line, "a $' quote is never closed"));
             };
             if c == '\'' {
                 return Ok(());

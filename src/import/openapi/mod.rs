@@ -282,7 +282,7 @@ fn base(spec: &Spec<'_>, given: Option<&Base>) -> Result<Base, Problem> {
             "the server '{url}' is relative: give --base URL (its origin)"
         )));
     }
-    Base::parse(&url).map_err(|e| at.problem(e))
+    Base::parse(&url).map_err(|e| at.problem(e.to_string()))
 }
 
 /// A parameter, resolved.
