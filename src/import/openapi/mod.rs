@@ -543,18 +543,24 @@ fn request_body_value(spec: &Spec<'_>, body: &At<'_>) -> Result<Option<(String, 
     } else if essence.starts_with("text/") {
         scalar_text(&value).into_bytes()
     } else if essence == "multipart/form-data" {
-        // A part per member: text as it is, anything else as JSON.
+        // A part per member, and per item of an array member (OpenAPI's
+        // default encoding of arrays in a form, as curl's repeated -F
+        // sends them): text as it is, anything else as JSON.
+        let part = |name: &str, value: &Node| request::FormPart {
+            name: name.to_string(),
+            value: match value {
+                Node::String(text) => text.clone().into_bytes(),
+                other => other.to_json_text().into_bytes(),
+            },
+            filename: None,
+            content_type: None,
+        };
         let parts: Vec<request::FormPart> = match &value {
             Node::Object(members) => members
                 .iter()
-                .map(|(name, value)| request::FormPart {
-                    name: name.clone(),
-                    value: match value {
-                        Node::String(text) => text.clone().into_bytes(),
-                        other => other.to_json_text().into_bytes(),
-                    },
-                    filename: None,
-                    content_type: None,
+                .flat_map(|(name, value)| match value {
+                    Node::Array(items) => items.iter().map(|item| part(name, item)).collect(),
+                    value => vec![part(name, value)],
                 })
                 .collect(),
             _ => Vec::new(),
@@ -562,9 +568,35 @@ fn request_body_value(spec: &Spec<'_>, body: &At<'_>) -> Result<Option<(String, 
         let (bytes, content_type) = request::multipart(&parts);
         return Ok(Some((content_type, bytes)));
     } else {
-        value.to_json_text().into_bytes()
+        match json_text_example(spec, at, &value)? {
+            Some(text) => text.as_bytes().to_vec(),
+            None => value.to_json_text().into_bytes(),
+        }
     };
     Ok(Some((media.to_string(), bytes)))
+}
+
+/// An example written as the JSON text of an object or array (`"example":
+/// "{\"name\": \"Fluffy\"}"`), as some descriptions give one, where the
+/// schema is not a string's: that text is the body, rather than a JSON
+/// string holding it.
+fn json_text_example<'v>(
+    spec: &Spec<'_>,
+    media: &At<'_>,
+    value: &'v Node,
+) -> Result<Option<&'v str>, Problem> {
+    let Node::String(text) = value else {
+        return Ok(None);
+    };
+    if let Some(schema) = media.get("schema")
+        && spec.resolve(schema)?.opt_str("type")? == Some("string")
+    {
+        return Ok(None);
+    }
+    let parsed: Option<serde_json::Value> = serde_json::from_str(text).ok();
+    Ok(parsed
+        .filter(|json| json.is_object() || json.is_array())
+        .map(|_| text.as_str()))
 }
 
 #[cfg(test)]

@@ -277,11 +277,20 @@ fn integer(schema: &At<'_>) -> i64 {
         .map(|(n, strict)| n.ceil() as i64 + i64::from(strict && n.fract() == 0.0));
     let high = bound(schema, "maximum", "exclusiveMaximum")
         .map(|(n, strict)| n.floor() as i64 - i64::from(strict && n.fract() == 0.0));
-    let value = low.unwrap_or(1);
+    let mut value = low.unwrap_or(1);
+    // `multipleOf`: the first multiple at or above the low bound.
+    if let Some(step) = multiple_of(schema).filter(|m| m.fract() == 0.0 && *m >= 1.0) {
+        let step = step as i64;
+        value = value.div_euclid(step) * step + if value.rem_euclid(step) == 0 { 0 } else { step };
+    }
     match high {
         Some(high) if value > high => high,
         _ => value,
     }
+}
+
+fn multiple_of(schema: &At<'_>) -> Option<f64> {
+    schema.get("multipleOf")?.node.as_f64().filter(|m| *m > 0.0)
 }
 
 fn number(schema: &At<'_>) -> f64 {
@@ -289,7 +298,10 @@ fn number(schema: &At<'_>) -> f64 {
         bound(schema, "minimum", "exclusiveMinimum").map(|(n, strict)| if strict { n + 1.0 } else { n });
     let high =
         bound(schema, "maximum", "exclusiveMaximum").map(|(n, strict)| if strict { n - 1.0 } else { n });
-    let value = low.unwrap_or(1.5);
+    let mut value = low.unwrap_or(1.5);
+    if let Some(step) = multiple_of(schema) {
+        value = (value / step).ceil() * step;
+    }
     match high {
         Some(high) if value > high => high,
         _ => value,

@@ -392,3 +392,68 @@ fn every_generated_body_validates_against_its_schema() {
     }
     assert_eq!(checked, 16, "every body of the four descriptions");
 }
+
+#[test]
+fn an_example_written_as_json_text_is_the_body_and_form_arrays_are_repeated_parts() {
+    let description = r#"{
+      "openapi": "3.0.3",
+      "info": {"title": "t", "version": "1"},
+      "servers": [{"url": "http://127.0.0.1:3000"}],
+      "paths": {
+        "/pets": {
+          "post": {"requestBody": {"content": {"application/json": {
+            "schema": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "example": "{\n  \"name\": \"Fluffy\"\n}"}}}},
+          "put": {"requestBody": {"content": {"application/json": {
+            "schema": {"type": "string"}, "example": "{\"kept\": \"as a string\"}"}}}}
+        },
+        "/files": {
+          "put": {"requestBody": {"content": {"multipart/form-data": {"schema": {
+            "type": "object",
+            "properties": {"file": {"type": "array", "items": {"type": "string"}, "example": ["a", "b"]}}
+          }}}}}
+        }
+      }
+    }"#;
+    let plan = import_with(description, Options::default(), None).unwrap();
+    assert_eq!(
+        body(request(&plan, "POST /pets")),
+        serde_json::json!({"name": "Fluffy"})
+    );
+    assert_eq!(
+        body(request(&plan, "PUT /pets")),
+        serde_json::json!("{\"kept\": \"as a string\"}")
+    );
+    let Some(Body::Bytes(form)) = &request(&plan, "PUT /files").body else {
+        panic!("no form body");
+    };
+    assert_eq!(part_names(form), ["file", "file"]);
+    let text = String::from_utf8_lossy(form);
+    assert!(
+        text.contains("\r\n\r\na\r\n") && text.contains("\r\n\r\nb\r\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn made_up_numbers_are_multiples_where_the_schema_asks() {
+    let description = r#"{
+      "openapi": "3.0.3",
+      "info": {"title": "t", "version": "1"},
+      "servers": [{"url": "http://127.0.0.1:3000"}],
+      "paths": {"/numbers": {"put": {"requestBody": {"content": {"application/json": {"schema": {
+        "type": "object",
+        "required": ["even", "above", "quarter"],
+        "properties": {
+          "even": {"type": "integer", "multipleOf": 2},
+          "above": {"type": "integer", "minimum": 7, "multipleOf": 5},
+          "quarter": {"type": "number", "multipleOf": 0.25, "minimum": 1.1}
+        }
+      }}}}}}}
+    }"#;
+    let plan = import_with(description, Options::default(), None).unwrap();
+    assert_eq!(
+        body(request(&plan, "PUT /numbers")),
+        serde_json::json!({"even": 2, "above": 10, "quarter": 1.25})
+    );
+}
