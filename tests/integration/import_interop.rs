@@ -120,6 +120,7 @@ fn every_imported_request_passes_prisms_validation() {
         ("bookshop-3.1.json", &["/cart/items/line%20a%2Fb"][..]),
         ("greenhouse-3.0.yaml", &[]),
         ("forms-3.1.yaml", &[]),
+        ("polymorphic-3.0.yaml", &[]),
     ] {
         replay_against_prism(&prism, &repo(&format!("tests/fixtures/import/{name}")), refused);
     }
@@ -128,11 +129,14 @@ fn every_imported_request_passes_prisms_validation() {
 /// Public descriptions as their authors published them (npm's
 /// `@readme/oas-examples`, which `.ci/prism` installs beside Prism): the
 /// Petstore (3.0 and 3.1), the USPTO's data set API, and descriptions of
-/// security schemes, forms, file uploads, examples and schema types. Left
-/// out: those whose callbacks Prism would call off this machine. Refused,
+/// security schemes, forms, file uploads, examples, schema types,
+/// polymorphism and discriminators. Left out: those whose callbacks Prism
+/// would call off this machine. Refused,
 /// as Prism refuses them whoever sends them: an array of files (Prism does
 /// not read repeated parts as an array; curl's repeated `-F` is refused
-/// alike), and the schema types' `allOf`s of a string and an integer, which
+/// alike), the schema types' `allOf`s of a string and an integer, and the
+/// `oneOf`s of options that accept the same values (two plain strings, two
+/// options with nothing but a description, two `$ref`s to one base), which
 /// no value satisfies.
 #[test]
 fn public_descriptions_replay_through_prisms_validation() {
@@ -157,6 +161,14 @@ fn public_descriptions_replay_through_prisms_validation() {
             &["put /anything/multipart-formdata"],
         ),
         ("3.0/json/schema-types.json", &[quirks, quirks, quirks]),
+        (
+            "3.0/json/polymorphism.json",
+            &["/anything/nested-one-of-ref", "/one-of-with-type"],
+        ),
+        (
+            "3.0/json/discriminators.json",
+            &["/potentially-undefined-formData"],
+        ),
     ] {
         replay_against_prism(&prism, &examples.join(name), refused);
     }

@@ -17,6 +17,7 @@
 //! covers one), tolerates the extensions real documents carry, and names
 //! the JSON pointer of whatever is wrong.
 
+mod choice;
 pub mod schema;
 mod security;
 

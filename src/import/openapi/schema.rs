@@ -2,10 +2,12 @@
 //! holds when the plan sends it. The description's own `example` or
 //! `examples` first, then the `default`, then the first `enum` value (or
 //! `const`), then a value made from the schema's type and format, with
-//! `$ref`s followed, `allOf` merged and the first `oneOf`/`anyOf` taken.
+//! `$ref`s followed, `allOf` merged and the first `oneOf`/`anyOf` option
+//! taken (for a `oneOf`, made to match that option alone, else the first
+//! other option that can be).
 //! Recursive schemas stop at a depth, as optional properties do sooner.
 
-use super::Spec;
+use super::{Spec, choice};
 use crate::import::Problem;
 use crate::import::doc::{At, Node};
 
@@ -13,6 +15,9 @@ use crate::import::doc::{At, Node};
 const MAX_DEPTH: usize = 8;
 /// Below this depth, optional properties are left out.
 const OPTIONAL_DEPTH: usize = 3;
+/// How many of a `oneOf`'s options are tried for a value that matches one
+/// alone: each try makes a whole value, and choices nest.
+const MAX_TRIED: usize = 8;
 
 /// A value the description gives for `at` (a parameter, a media type or a
 /// schema): `example`, else the first of `examples` (an OpenAPI map of
@@ -102,16 +107,8 @@ fn make(spec: &Spec<'_>, schema: &At<'_>, depth: usize) -> Result<Node, Problem>
         if let Some(options) = schema.get(choice) {
             let options = options.items()?;
             // The first option that is not just `null`.
-            let pick = options
-                .iter()
-                .find(|o| {
-                    spec.resolve((*o).clone())
-                        .ok()
-                        .and_then(|o| o.opt_str("type").ok().flatten())
-                        != Some("null")
-                })
-                .or(options.first());
-            if let Some(pick) = pick {
+            let index = options.iter().position(|o| !is_null(spec, o)).unwrap_or(0);
+            if let Some(pick) = options.get(index) {
                 // A branch that only says which of the object's properties
                 // it needs (`anyOf: [{required: [a]}, {required: [b]}]`)
                 // is that object with those properties.
@@ -130,20 +127,32 @@ fn make(spec: &Spec<'_>, schema: &At<'_>, depth: usize) -> Result<Node, Problem>
                     }
                     return object_with(spec, &schema, depth, &wanted, &others);
                 }
-                let chosen = make(spec, pick, depth)?;
-                // Properties beside the choice apply too.
-                if let (Node::Object(mut members), true) =
-                    (chosen.clone(), schema.get("properties").is_some())
-                    && let Node::Object(own) = object(spec, &schema, depth)?
-                {
-                    for (key, value) in own {
-                        if !members.iter().any(|(k, _)| *k == key) {
-                            members.push((key, value));
-                        }
-                    }
-                    return Ok(Node::Object(members));
+                if choice == "anyOf" {
+                    return with_siblings(spec, &schema, pick, depth);
                 }
-                return Ok(chosen);
+                // A `oneOf`: the first option, then the others, until one
+                // gives a value that the other options surely refuse.
+                let first = choice::only_one(
+                    spec,
+                    &schema,
+                    &options,
+                    index,
+                    with_siblings(spec, &schema, pick, depth)?,
+                )?;
+                if choice::alone(spec, &options, index, &first)? {
+                    return Ok(first);
+                }
+                for (other, option) in options.iter().enumerate().take(MAX_TRIED) {
+                    if other == index || is_null(spec, option) {
+                        continue;
+                    }
+                    let value = with_siblings(spec, &schema, option, depth)?;
+                    let value = choice::only_one(spec, &schema, &options, other, value)?;
+                    if choice::alone(spec, &options, other, &value)? {
+                        return Ok(value);
+                    }
+                }
+                return Ok(first);
             }
         }
     }
@@ -175,6 +184,30 @@ fn make(spec: &Spec<'_>, schema: &At<'_>, depth: usize) -> Result<Node, Problem>
         "null" => Node::Null,
         _ => Node::String(string(&schema)),
     })
+}
+
+/// Whether a choice's option is just `null`.
+fn is_null(spec: &Spec<'_>, option: &At<'_>) -> bool {
+    spec.resolve(option.clone())
+        .ok()
+        .and_then(|o| o.opt_str("type").ok().flatten())
+        == Some("null")
+}
+
+/// A value for the option `pick` of `schema`'s choice, with the properties
+/// `schema` defines beside the choice, which apply too.
+fn with_siblings(spec: &Spec<'_>, schema: &At<'_>, pick: &At<'_>, depth: usize) -> Result<Node, Problem> {
+    let mut chosen = make(spec, pick, depth)?;
+    if let (Node::Object(members), true) = (&mut chosen, schema.get("properties").is_some())
+        && let Node::Object(own) = object(spec, schema, depth)?
+    {
+        for (key, value) in own {
+            if !members.iter().any(|(k, _)| *k == key) {
+                members.push((key, value));
+            }
+        }
+    }
+    Ok(chosen)
 }
 
 /// The schema's type: `type` (3.1 may list several: the first not null),
