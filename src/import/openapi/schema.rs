@@ -131,28 +131,20 @@ fn make(spec: &Spec<'_>, schema: &At<'_>, depth: usize) -> Result<Node, Problem>
                     return with_siblings(spec, &schema, pick, depth);
                 }
                 // A `oneOf`: the first option, then the others, until one
-                // gives a value that the other options surely refuse.
-                let first = choice::only_one(
-                    spec,
-                    &schema,
-                    &options,
-                    index,
-                    with_siblings(spec, &schema, pick, depth)?,
-                )?;
-                if choice::alone(spec, &options, index, &first)? {
-                    return Ok(first);
-                }
-                for (other, option) in options.iter().enumerate().take(MAX_TRIED) {
-                    if other == index || is_null(spec, option) {
-                        continue;
-                    }
-                    let value = with_siblings(spec, &schema, option, depth)?;
-                    let value = choice::only_one(spec, &schema, &options, other, value)?;
-                    if choice::alone(spec, &options, other, &value)? {
+                // gives a value that the other options surely refuse; else
+                // the first option's value.
+                let others = (0..options.len().min(MAX_TRIED))
+                    .filter(|&other| other != index && !is_null(spec, &options[other]));
+                let mut first = None;
+                for tried in std::iter::once(index).chain(others) {
+                    let value = with_siblings(spec, &schema, &options[tried], depth)?;
+                    let value = choice::only_one(spec, &schema, &options, tried, value)?;
+                    if choice::alone(spec, &options, tried, &value)? {
                         return Ok(value);
                     }
+                    first.get_or_insert(value);
                 }
-                return Ok(first);
+                return Ok(first.unwrap_or(Node::Null));
             }
         }
     }
