@@ -25,6 +25,8 @@ pub struct LoggedRequest {
     pub method: String,
     /// The path and, after `?`, the query string, as sent.
     pub target: String,
+    /// The header fields' names, lowercased, in the order sent.
+    pub header_names: Vec<String>,
     /// The body's first 64 KiB (`MAX_BODY`).
     pub body: Vec<u8>,
 }
@@ -45,6 +47,11 @@ impl RequestLog {
         let entry = LoggedRequest {
             method: text(req.method_name),
             target,
+            header_names: req
+                .fields()
+                .iter()
+                .map(|(name, _)| name.to_ascii_lowercase())
+                .collect(),
             body: req.body[..req.body.len().min(MAX_BODY)].to_vec(),
         };
         // A poisoned lock only means another request panicked mid-push;
