@@ -341,6 +341,13 @@ pub struct RunArgs {
     /// Request body read from a file.
     #[arg(long, value_name = "PATH")]
     pub body_file: Option<PathBuf>,
+    /// A wrk Lua script (its setup, init, delay, request, response and
+    /// done), run as wrk runs it; its arguments follow `--`.
+    #[arg(short = 's', long, value_name = "FILE.lua")]
+    pub script: Option<PathBuf>,
+    /// The script's arguments (after `--`), handed to its `init(args)`.
+    #[arg(last = true, value_name = "ARGS")]
+    pub script_args: Vec<String>,
     /// Expected statuses, e.g. 200,304, 2xx or 200-299; others count as
     /// `status` errors [default: any 2xx or 3xx].
     #[arg(long)]

@@ -33,6 +33,7 @@ pub mod response;
 pub mod run;
 pub mod sample;
 pub mod scenario;
+pub mod script;
 pub mod server;
 pub mod shape;
 /// `--shard` is part of the plan (a plan split by value); kept at its old path.

@@ -111,6 +111,9 @@ pub const MAX_KEPT_BODY: usize = 8 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub struct Capture {
     pub full: bool,
+    /// Header names are kept as the server wrote them (a script's
+    /// `response()` sees them so), not lowercased.
+    pub exact_names: bool,
     pub headers: Vec<(String, String)>,
     /// At most [`MAX_KEPT_BODY`] bytes.
     pub body: Vec<u8>,
@@ -151,10 +154,12 @@ impl Capture {
             }
         }
         if self.full {
-            self.headers.push((
-                name.to_ascii_lowercase(),
-                String::from_utf8_lossy(value).into_owned(),
-            ));
+            let name = match self.exact_names {
+                true => name.to_string(),
+                false => name.to_ascii_lowercase(),
+            };
+            self.headers
+                .push((name, String::from_utf8_lossy(value).into_owned()));
         }
     }
 }

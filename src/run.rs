@@ -242,6 +242,13 @@ pub fn execute(
             let _ = write!(stdout, "{}", text::summary(&run, output.detail));
             let _ = write!(stdout, "{}", text::steps_table(&run));
         }
+        if let Some(script) = &plan.request.script {
+            // What `done()` prints follows the report, as under wrk.
+            let _ = stdout.flush();
+            if let Err(err) = script_done(script, &result) {
+                eprintln!("error: done(): {err}");
+            }
+        }
         session.report.runs.push(run);
         if let Some(criterion) = aborted_by {
             if text {
@@ -259,6 +266,42 @@ pub fn execute(
         }
     }
     session.finish(output, text, |runs| runs.iter().any(|r| r.summary.ok == 0))
+}
+
+/// Calls a script's `done()` with the run's figures as wrk gives them.
+fn script_done(
+    script: &crate::script::Script,
+    result: &crate::engine::RunResult,
+) -> Result<(), crate::script::ScriptError> {
+    use crate::sample::ErrorKind;
+    use crate::script::done::{Errors, Stats, Summary};
+    let total = &result.total;
+    let errors = |kinds: &[ErrorKind]| kinds.iter().map(|&k| total.errors[k as usize]).sum::<u64>();
+    let summary = Summary {
+        duration_us: result.elapsed.as_micros() as u64,
+        requests: total.requests,
+        bytes: total.bytes,
+        errors: Errors {
+            connect: errors(&[ErrorKind::Connect]),
+            read: errors(&[
+                ErrorKind::Reset,
+                ErrorKind::Protocol,
+                ErrorKind::Tls,
+                ErrorKind::Io,
+            ]),
+            write: 0,
+            status: total.status.iter().skip(400).sum(),
+            timeout: errors(&[ErrorKind::Timeout]),
+        },
+    };
+    // wrk's second statistics are each thread's requests per second,
+    // sampled as it runs: here, each interval's rate per thread.
+    let mut rates = crate::recorder::new_latency_histogram();
+    let threads = result.threads.max(1) as f64;
+    for row in &result.series {
+        let _ = rates.record((row.rps / threads).round() as u64);
+    }
+    script.done(&summary, Stats(total.latency.hist.clone()), Stats(rates))
 }
 
 /// How long `--spawn` waits for the target to answer.

@@ -28,10 +28,12 @@ pub enum ErrorKind {
     Assert,
     /// A scenario's `exec` command could not start or exited non-zero.
     Exec,
+    /// A script's callback failed, or its `request()` returned no request.
+    Script,
 }
 
 impl ErrorKind {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
     pub const ALL: [ErrorKind; Self::COUNT] = [
         ErrorKind::Connect,
         ErrorKind::Timeout,
@@ -42,6 +44,7 @@ impl ErrorKind {
         ErrorKind::Io,
         ErrorKind::Assert,
         ErrorKind::Exec,
+        ErrorKind::Script,
     ];
 
     /// The stable name used in reports and the JSON contract.
@@ -56,6 +59,7 @@ impl ErrorKind {
             ErrorKind::Io => "io",
             ErrorKind::Assert => "assert",
             ErrorKind::Exec => "exec",
+            ErrorKind::Script => "script",
         }
     }
 }

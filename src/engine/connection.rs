@@ -4,7 +4,8 @@
 //! asks the [`Feed`] for a ticket and, by the run's [`Workload`], either
 //! sends the run's pre-built request (one, or a pipelined round) and
 //! records each response, or hands the ticket to [`iteration::run`], which
-//! walks a plan file's steps. Both send through the loop's [`Driver`] and
+//! walks a plan file's steps, or to [`script::round`], where a wrk script
+//! writes the round. All send through the loop's [`Driver`] and
 //! record with the pieces in [`super::exchange`], so the loop and the
 //! protocols never call each other back. Where the protocol has a fast
 //! path for the phase (`FastPath`), the loop's requests take it instead,
@@ -12,10 +13,11 @@
 
 use super::Workload;
 use super::driver::Driver;
-use super::exchange::{Outgoing, WorkerCtx, fail, record_response};
+use super::exchange::{Outgoing, WorkerCtx, fail, record_response, send_time};
 use super::fast_path::FastPath;
 use super::feed::{Feed, Ticket, YIELD_EVERY};
 use super::iteration::{self, IterationState};
+use super::script::{self, ScriptLoop, Stopped};
 use futures_util::StreamExt;
 use futures_util::future::Either;
 use futures_util::stream::FuturesUnordered;
@@ -28,6 +30,7 @@ use std::time::Instant;
 pub struct LoopSlot<W: FastPath> {
     driver: Option<Driver<W>>,
     iteration: Option<Box<IterationState>>,
+    script: Option<Box<ScriptLoop>>,
 }
 
 impl<W: FastPath> Default for LoopSlot<W> {
@@ -35,6 +38,7 @@ impl<W: FastPath> Default for LoopSlot<W> {
         LoopSlot {
             driver: None,
             iteration: None,
+            script: None,
         }
     }
 }
@@ -186,6 +190,13 @@ async fn connection_loop<W: FastPath>(
                 None
             }
             Workload::Fixed(request) => send_fixed(ctx, driver, request, ticket).await,
+            Workload::Script => {
+                let Some(script) = &ctx.script else { break };
+                match script::round(ctx, script, driver, &mut slot.script, ticket).await {
+                    Ok(answered_at) => answered_at,
+                    Err(Stopped) => break,
+                }
+            }
         };
     }
     slot
@@ -202,17 +213,8 @@ async fn send_fixed<W: FastPath>(
     request: &W::Request,
     ticket: Ticket,
 ) -> Option<Instant> {
-    // The closed model's ticket is taken at the moment of sending.
     let open_model = ctx.shared.model.is_open();
-    let sent_at = if open_model {
-        Instant::now()
-    } else {
-        ticket.intended
-    };
-    if open_model {
-        let delay = sent_at.saturating_duration_since(ticket.intended);
-        ctx.recorder.borrow_mut().record_send_delay(delay, ticket.queued);
-    }
+    let sent_at = send_time(ctx, ticket);
     let deadline = tokio::time::Instant::from_std(sent_at + ctx.shared.transport.timeout);
     let outgoing = Outgoing::Fixed {
         request,

@@ -20,10 +20,13 @@ use crate::net::Connector;
 use crate::net::uring::Ring;
 use crate::plan::Transport;
 use crate::recorder::Recorder;
-use crate::request::Request;
+use crate::request::{Fields, Request};
 use crate::response::{BodySink, Capture, ResponseHead};
 use crate::sample::{ErrorDetail, ErrorKind, Outcome, RequestError, Sample};
+use crate::script::RequestText;
+use crate::target::Target;
 use std::cell::RefCell;
+use std::ops::Range;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Context;
@@ -93,6 +96,8 @@ pub struct WorkerCtx<W: Wire> {
     pub workers: usize,
     /// What the worker's loops share for the run's protocol.
     pub lanes: W::Lanes,
+    /// A script run's callbacks in this worker's Lua state.
+    pub script: Option<crate::script::worker::ScriptWorker>,
 }
 
 impl<W: Wire> WorkerCtx<W> {
@@ -113,6 +118,19 @@ pub enum Outgoing<'a, R> {
         request: &'a Request<'a>,
         capture: &'a mut Capture,
     },
+    /// Requests `requests` of a script's text (wrk's `request()`): over
+    /// HTTP/1.1 their bytes go out as the script wrote them, in one write;
+    /// the other protocols send each in turn, encoded from the text's
+    /// fields (copied into `fields`). `capture`, when the script reads
+    /// responses, is given one request at a time.
+    Written {
+        text: &'a RequestText,
+        requests: Range<usize>,
+        fields: &'a mut Fields,
+        capture: Option<&'a mut Capture>,
+        /// The run's target: the origin the text's requests go to.
+        target: &'a Target,
+    },
 }
 
 /// Requests of a round that got no response, and why.
@@ -120,6 +138,19 @@ pub enum Outgoing<'a, R> {
 pub struct Lost {
     pub err: RequestError,
     pub count: u32,
+}
+
+/// When a round of `ticket` goes out: now in the open model (its lag
+/// behind the ticket's time recorded), and the ticket's own time in the
+/// closed model, whose tickets are taken at the moment of sending.
+pub(super) fn send_time<W: Wire>(ctx: &WorkerCtx<W>, ticket: Ticket) -> Instant {
+    if !ctx.shared.model.is_open() {
+        return ticket.intended;
+    }
+    let sent_at = Instant::now();
+    let delay = sent_at.saturating_duration_since(ticket.intended);
+    ctx.recorder.borrow_mut().record_send_delay(delay, ticket.queued);
+    sent_at
 }
 
 /// Records one answered request, received when its head says or else

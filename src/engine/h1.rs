@@ -134,6 +134,22 @@ impl H1Conn {
                     Some(capture),
                 )
             }
+            Outgoing::Written {
+                text,
+                requests,
+                capture,
+                ..
+            } => {
+                let spans = &text.spans[requests.clone()];
+                let (first, last) = (&spans[0].whole, &spans[spans.len() - 1].whole);
+                (
+                    &text.bytes[first.start..last.end],
+                    first.len(),
+                    spans.len() as u32,
+                    text.is_head(requests.start),
+                    capture,
+                )
+            }
         };
         let socket = &mut self.socket;
         let send = socket.connect_and_write(ctx, bytes, first);

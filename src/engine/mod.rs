@@ -27,6 +27,7 @@ mod lean_h2;
 mod multiplexed;
 pub mod protocol;
 mod race;
+pub mod script;
 mod spawn;
 pub mod timer;
 pub mod worker;
@@ -80,8 +81,9 @@ pub enum Workload<R> {
     /// A plan file's flow: each iteration walks its steps, each request
     /// rendered for its send.
     Flow(Arc<Scenario>),
-    // A script's virtual user is a third kind: a program that makes its
-    // own requests, whose loop the script drives.
+    /// A wrk script that makes a call per request: each worker's state
+    /// (in [`Shared::script`]) writes its rounds.
+    Script,
 }
 
 impl<R> Workload<R> {
@@ -89,14 +91,14 @@ impl<R> Workload<R> {
     pub fn fixed(&self) -> Option<&R> {
         match self {
             Workload::Fixed(request) => Some(request),
-            Workload::Flow(_) => None,
+            Workload::Flow(_) | Workload::Script => None,
         }
     }
 
     /// How many steps' statistics the workload keeps besides the totals.
     pub fn steps(&self) -> usize {
         match self {
-            Workload::Fixed(_) => 0,
+            Workload::Fixed(_) | Workload::Script => 0,
             Workload::Flow(scenario) => scenario.stat_names.len(),
         }
     }
@@ -107,6 +109,9 @@ pub struct Shared<W: Wire> {
     pub target: Target,
     /// What the run's requests are.
     pub workload: Workload<W::Request>,
+    /// A script run's script: its workers' states, and the addresses its
+    /// `setup()` gave them.
+    pub script: Option<Arc<crate::script::Script>>,
     /// What the protocol needs for the whole run besides its request.
     pub setup: W::Setup,
     /// The plan's transport settings as they are: timeouts, keep-alive,
@@ -136,9 +141,13 @@ impl<W: Wire> Shared<W> {
         settled: &Settled,
         stop: Arc<AtomicBool>,
     ) -> Result<Self, EngineError> {
-        let workload = match &plan.request.scenario {
-            Some(scenario) => Workload::Flow(scenario.clone()),
-            None => {
+        let workload = match (&plan.request.scenario, &plan.request.script) {
+            (Some(scenario), _) => Workload::Flow(scenario.clone()),
+            (None, Some(script)) => match script.fixed_request() {
+                Some(text) => Workload::Fixed(fixed_script_request::<W>(text, target, &plan.transport)?),
+                None => Workload::Script,
+            },
+            (None, None) => {
                 let asked = &plan.request;
                 let fields = Fields::of(&asked.headers);
                 let overrides = Overrides::of(asked.headers.iter().map(|(name, _)| name.as_str()));
@@ -150,6 +159,7 @@ impl<W: Wire> Shared<W> {
         Ok(Shared {
             target: target.clone(),
             workload,
+            script: plan.request.script.clone(),
             setup: W::setup(settled)?,
             transport: plan.transport.clone(),
             success: plan.request.success.clone(),
@@ -172,6 +182,20 @@ impl<W: Wire> Shared<W> {
             let _ = self.h3_offer.set(port);
         }
     }
+}
+
+/// The one request of a script that makes no call per request, encoded as
+/// any run's one request is.
+fn fixed_script_request<W: Wire>(
+    text: &[u8],
+    target: &Target,
+    transport: &crate::plan::Transport,
+) -> Result<W::Request, EngineError> {
+    let mut read = crate::script::RequestText::default();
+    read.read(text)
+        .map_err(|e| EngineError::Worker(format!("the script's request is {e}")))?;
+    let mut fields = Fields::default();
+    W::encode(&read.request(0, target, &mut fields), transport)
 }
 
 /// Messages from workers to the collecting thread, once per interval each.

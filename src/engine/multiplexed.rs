@@ -72,8 +72,9 @@ pub struct H3Lanes {
     dialer: Dialer,
 }
 
-/// [`Wire::round_trip`] over either protocol: one request on the lane's
-/// stream, on a connection `dialer` opens when the group has none.
+/// [`Wire::round_trip`] over either protocol: a request on the lane's
+/// stream (a script's several, one after another), on a connection
+/// `dialer` opens when the group has none.
 async fn round_trip<C: Streams>(
     lane: &mut Lane<C>,
     dialer: &impl Dial<C>,
@@ -83,18 +84,43 @@ async fn round_trip<C: Streams>(
     mut timer: Timer<'_>,
     mut answered: impl FnMut(ResponseHead),
 ) -> Result<(), Lost> {
-    let exchange = async {
-        match outgoing {
-            Outgoing::Fixed { request, .. } => {
-                lane.round_trip(dialer, recorder, request, None, keepalive).await
+    let (request, capture) = match outgoing {
+        Outgoing::Fixed { request, .. } => {
+            let exchange = lane.round_trip(dialer, recorder, request, None, keepalive);
+            return one(timer.within(exchange).await, answered);
+        }
+        Outgoing::Rendered { request, capture } => (request, capture),
+        Outgoing::Written {
+            text,
+            requests,
+            fields,
+            mut capture,
+            target,
+        } => {
+            // One stream per request, in turn.
+            let count = requests.len() as u32;
+            for (done, index) in requests.enumerate() {
+                let request = text.request(index, target, fields);
+                let exchange =
+                    lane.round_trip_rendered(dialer, recorder, &request, capture.as_deref_mut(), keepalive);
+                if let Err(mut lost) = one(timer.within(exchange).await, &mut answered) {
+                    lost.count = count - done as u32;
+                    return Err(lost);
+                }
             }
-            Outgoing::Rendered { request, capture } => {
-                lane.round_trip_rendered(dialer, recorder, request, Some(capture), keepalive)
-                    .await
-            }
+            return Ok(());
         }
     };
-    match timer.within(exchange).await {
+    let exchange = lane.round_trip_rendered(dialer, recorder, request, Some(capture), keepalive);
+    one(timer.within(exchange).await, answered)
+}
+
+/// Hands on one request's answer, or counts it lost.
+fn one(
+    result: Result<ResponseHead, RequestError>,
+    mut answered: impl FnMut(ResponseHead),
+) -> Result<(), Lost> {
+    match result {
         Ok(head) => {
             answered(head);
             Ok(())

@@ -13,12 +13,13 @@ use super::exchange::WorkerCtx;
 use super::fast_path::FastPath;
 use super::feed::{ClosedFeed, Feed, OpenFeed};
 use super::race::{self, Job};
-use super::{LoadModel, Shared, WorkerMsg};
+use super::{LoadModel, Shared, WorkerMsg, Workload};
 use crate::net::Backend;
 use crate::net::Connector;
 use crate::net::uring::Ring;
 use crate::recorder::{Recorder, Snapshot};
 use crate::response::BodySink;
+use crate::script::worker::ScriptWorker;
 use crate::sys::thread_cpu;
 use std::cell::{Cell, RefCell};
 use std::pin::pin;
@@ -129,6 +130,22 @@ pub fn run<W: FastPath>(
             ),
         }
     }
+    // A script's `setup()` may have chosen this thread's server.
+    let thread = shared.script.as_ref().and_then(|s| s.threads.get(spec.id));
+    if let Some(addr) = thread.and_then(|t| t.cell.addr()) {
+        connector = connector.to(addr);
+    }
+    let script = match (&shared.workload, thread) {
+        (Workload::Script, Some(thread)) => match ScriptWorker::new(thread) {
+            Ok(script) => Some(script),
+            Err(message) => {
+                let _ = tx.send(WorkerMsg::Failed(message));
+                shared.barrier.wait();
+                return;
+            }
+        },
+        _ => None,
+    };
     let lanes = W::lanes(&shared, connector.ring());
     let ctx = WorkerCtx {
         connector,
@@ -136,6 +153,7 @@ pub fn run<W: FastPath>(
         sink: BodySink::default(),
         iterations: Cell::new(0),
         lanes,
+        script,
         worker: spec.id,
         workers: spec.workers,
         shared,

@@ -229,6 +229,16 @@ impl Connector {
         }
     }
 
+    /// The same connector, connecting to `addr` alone (the server a
+    /// script's `setup()` gave its thread).
+    pub fn to(self, addr: SocketAddr) -> Connector {
+        Connector {
+            addrs: vec![addr],
+            preferred: Cell::new(0),
+            ..self
+        }
+    }
+
     /// The worker's ring, if its sockets run on one.
     pub fn ring(&self) -> Option<&Rc<Ring>> {
         self.ring.as_ref()

@@ -232,6 +232,9 @@ pub struct Request<Body = bytes::Bytes> {
     pub success: StatusSet,
     /// `volley plan`: the loaded plan file (its steps are in the report).
     pub scenario: Option<std::sync::Arc<crate::scenario::Scenario>>,
+    /// `volley run -s`: the wrk script, loaded (its states set up and
+    /// initialised for the run's threads).
+    pub script: Option<std::sync::Arc<crate::script::Script>>,
 }
 
 /// How requests travel. `Tls` is the read TLS files in a plan, the flags

@@ -52,6 +52,7 @@ impl RunSpec {
                 body: body.into(),
                 success: request.success,
                 scenario: request.scenario,
+                script: request.script,
             },
             load,
             stop,

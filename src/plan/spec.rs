@@ -389,6 +389,7 @@ impl RunSpec {
                 body,
                 success,
                 scenario: None,
+                script: None,
             },
             transport: Transport {
                 timeout,
