@@ -111,10 +111,16 @@ pub const MAX_KEPT_BODY: usize = 8 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub struct Capture {
     pub full: bool,
-    /// Header names are kept as the server wrote them (a script's
-    /// `response()` sees them so), not lowercased.
-    pub exact_names: bool,
+    /// A script's `response()` reads the headers: they are kept in
+    /// [`Capture::flat`] instead, names as the server wrote them, and
+    /// nothing is allocated per header.
+    pub for_script: bool,
     pub headers: Vec<(String, String)>,
+    /// With `for_script`: the header names and values back to back.
+    pub flat: Vec<u8>,
+    /// With `for_script`: where each header's name ends and its value ends
+    /// in `flat` (each starts where the one before ended).
+    pub flat_ends: Vec<(usize, usize)>,
     /// At most [`MAX_KEPT_BODY`] bytes.
     pub body: Vec<u8>,
     /// The body was longer than [`MAX_KEPT_BODY`]: what was kept is not it.
@@ -127,10 +133,27 @@ impl Capture {
     /// Empties it for the next response, keeping its allocations.
     pub fn clear(&mut self, full: bool) {
         self.full = full;
-        self.headers.clear();
+        self.clear_headers();
         self.body.clear();
         self.overflowed = false;
         self.set_cookies.clear();
+    }
+
+    /// Forgets the headers kept (an interim response's).
+    pub fn clear_headers(&mut self) {
+        self.headers.clear();
+        self.flat.clear();
+        self.flat_ends.clear();
+    }
+
+    /// With `for_script`: each kept header's name and value.
+    pub fn flat_headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut start = 0;
+        self.flat_ends.iter().map(move |&(name_end, end)| {
+            let header = (&self.flat[start..name_end], &self.flat[name_end..end]);
+            start = end;
+            header
+        })
     }
 
     /// Keeps body bytes (HTTP/1.1 or HTTP/2) up to [`MAX_KEPT_BODY`].
@@ -146,6 +169,13 @@ impl Capture {
     /// needed on every response; the rest is copied (allocating) only for
     /// responses that are assigned.
     pub fn add_header(&mut self, name: &str, value: &[u8]) {
+        if self.for_script {
+            self.flat.extend_from_slice(name.as_bytes());
+            let name_end = self.flat.len();
+            self.flat.extend_from_slice(value);
+            self.flat_ends.push((name_end, self.flat.len()));
+            return;
+        }
         if name.eq_ignore_ascii_case("set-cookie") {
             let value = String::from_utf8_lossy(value);
             let pair = value.split(';').next().unwrap_or_default().trim();
@@ -154,12 +184,10 @@ impl Capture {
             }
         }
         if self.full {
-            let name = match self.exact_names {
-                true => name.to_string(),
-                false => name.to_ascii_lowercase(),
-            };
-            self.headers
-                .push((name, String::from_utf8_lossy(value).into_owned()));
+            self.headers.push((
+                name.to_ascii_lowercase(),
+                String::from_utf8_lossy(value).into_owned(),
+            ));
         }
     }
 }

@@ -128,7 +128,7 @@ async fn send<W: Wire>(
     let sent_at = send_time(ctx, ticket);
     let reads = script.response.is_some();
     parts.capture.clear(reads);
-    parts.capture.exact_names = reads;
+    parts.capture.for_script = reads;
     let count = requests.len() as u32;
     let outgoing = Outgoing::Written {
         text: parts.text,
@@ -154,10 +154,20 @@ async fn send<W: Wire>(
     if let Some(response) = &script.response {
         let capture = &*parts.capture;
         let call = || -> mlua::Result<()> {
-            let headers = script.lua.create_table_with_capacity(0, capture.headers.len())?;
-            for (name, value) in &capture.headers {
-                headers.raw_set(name.as_str(), value.as_str())?;
+            let headers = script
+                .lua
+                .create_table_with_capacity(0, capture.flat_ends.len())?;
+            for (name, value) in capture.flat_headers() {
+                // As `&str`, pushed straight onto Lua's stack (bytes that are
+                // not UTF-8 go through a string handle of their own).
+                match (std::str::from_utf8(name), std::str::from_utf8(value)) {
+                    (Ok(name), Ok(value)) => headers.raw_set(name, value)?,
+                    _ => {
+                        headers.raw_set(script.lua.create_string(name)?, script.lua.create_string(value)?)?
+                    }
+                }
             }
+            headers.set_metatable(Some(script.any_case.clone()))?;
             let body = script.lua.create_string(&capture.body)?;
             response.call::<()>((status, headers, body))
         };

@@ -152,6 +152,7 @@ impl Script {
             };
             loaded.push(ScriptThread { lua, cell, fixed });
         }
+        flush_prints(&main);
         Ok(Script {
             source,
             main,
@@ -186,9 +187,17 @@ impl Script {
             .globals()
             .get("done")
             .map_err(|e| ScriptError::Lua(state::describe(&e)))?;
-        done::call(&self.main, &done, summary, latency, rates)
-            .map_err(|e| ScriptError::Lua(state::describe(&e)))
+        let called = done::call(&self.main, &done, summary, latency, rates);
+        flush_prints(&self.main);
+        called.map_err(|e| ScriptError::Lua(state::describe(&e)))
     }
+}
+
+/// Writes out what the script printed so far: Lua's `print` and `io.write`
+/// go through C's buffered stdout, which volley's own output does not, so
+/// without this a piped run would show `init`'s lines after the report.
+fn flush_prints(lua: &Lua) {
+    let _ = lua.load("io.stdout:flush()").exec();
 }
 
 /// `init`'s argument: the URL at index 0, then the script's arguments from 1.

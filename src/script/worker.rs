@@ -17,7 +17,23 @@ pub struct ScriptWorker {
     pub delay: Option<Function>,
     /// The text `init` built, read once, for a script without `request()`.
     pub fixed: RequestText,
+    /// Given to each response's headers table: a name looked up as
+    /// written and not there is looked up regardless of case, so that
+    /// `headers["Content-Type"]` finds HTTP/2's and HTTP/3's lowercase
+    /// `content-type` too.
+    pub any_case: mlua::Table,
 }
+
+/// The `any_case` metatable's source.
+const ANY_CASE: &str = r#"
+return { __index = function(headers, wanted)
+  if type(wanted) ~= "string" then return nil end
+  wanted = wanted:lower()
+  for name, value in pairs(headers) do
+    if name:lower() == wanted then return value end
+  end
+end }
+"#;
 
 impl ScriptWorker {
     /// The worker's part of a loaded script.
@@ -34,7 +50,13 @@ impl ScriptWorker {
                 .read(&thread.fixed)
                 .map_err(|e| format!("the script's request is {e}"))?;
         }
+        let any_case = lua
+            .load(ANY_CASE)
+            .set_name("=headers")
+            .eval()
+            .map_err(|e| format!("cannot prepare the script's headers: {e}"))?;
         Ok(ScriptWorker {
+            any_case,
             request,
             response: function("response"),
             delay: function("delay"),

@@ -163,7 +163,7 @@ fn on_field_section(
         state.status = status;
     } else if let Some(capture) = capture {
         // The interim response's fields are not the response's.
-        capture.headers.clear();
+        capture.clear_headers();
         capture.set_cookies.clear();
     }
     Ok(())
