@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use volley::server::{ServerOptions, spawn};
 
 fn fixture(name: &str) -> String {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "wrk", name]
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "examples", "scripts", name]
         .iter()
         .collect();
     path.display().to_string()

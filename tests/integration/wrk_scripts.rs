@@ -1,5 +1,5 @@
 //! wrk's Lua scripts run unchanged under `volley run -s`. Each script in
-//! tests/fixtures/wrk (our own, each using a part of wrk's API as wrk's
+//! examples/scripts (our own, each using a part of wrk's API as wrk's
 //! example scripts do) runs under Debian's wrk and under volley, each
 //! against its own logging target on loopback: the same kinds of request
 //! (method, path, header names, body; numbers masked) must reach the
@@ -30,7 +30,7 @@ fn wrk_installed() -> bool {
 }
 
 fn script(name: &str) -> String {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "wrk", name]
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "examples", "scripts", name]
         .iter()
         .collect();
     path.display().to_string()
@@ -234,10 +234,18 @@ fn a_delay_script_waits_between_requests() {
 #[test]
 fn a_setup_script_hands_values_to_threads_and_reads_them_back() {
     let printed = ["thread "];
-    let Some((_, volley)) = same_under_both("setup.lua", &["one", "two"], &printed) else {
+    let Some((wrk, volley)) = same_under_both("setup.lua", &["one", "two"], &printed) else {
         return;
     };
     assert_eq!(volley.lines.len(), 4, "{:?}", volley.lines);
+    // `init`'s lines come before the load's report, `done`'s after it.
+    for seen in [&wrk, &volley] {
+        assert!(
+            seen.lines[..2].iter().all(|l| l.contains(" ready, ")),
+            "{:?}",
+            seen.lines
+        );
+    }
     assert!(
         volley
             .lines
