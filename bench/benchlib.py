@@ -237,10 +237,13 @@ def to_ms(value, unit):
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
 
-def run_wrk(url, conns, secs, cores, pipeline=None, threads=1, headers=()):
+def run_wrk(url, conns, secs, cores, pipeline=None, threads=1, headers=(), lua=None):
+    """wrk's figures; `lua`: a script of the caller's to run (`-s`)."""
     cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{secs}s", "--latency", "--timeout", "30s"]
     for header in headers:
         cmd += ["-H", header]
+    if lua:
+        cmd += ["-s", str(lua)]
     script = None
     if pipeline:
         script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
