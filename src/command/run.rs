@@ -21,7 +21,7 @@ pub fn run(args: &RunArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandErro
     let mut plan = Plan::from_args(args).map_err(CommandError::usage)?;
     note_schemes(&plan);
     if let Some(path) = &args.script {
-        load_script(&mut plan, path, &args.script_args)?;
+        load_script(&mut plan, path, &args.script_args, args.json)?;
     }
     let output = output_of(args)?;
     let (report, verdict) = execute(plan, &output, stop).map_err(CommandError::failed)?;
@@ -43,7 +43,12 @@ pub fn run(args: &RunArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandErro
 /// Loads the wrk script at `path` for `plan`'s one URL: its states made,
 /// set up and initialised for the plan's threads; its request text's
 /// depth is the run's pipelining. What is wrong with it is bad usage.
-fn load_script(plan: &mut Plan, path: &std::path::Path, args: &[String]) -> Result<(), CommandError> {
+fn load_script(
+    plan: &mut Plan,
+    path: &std::path::Path,
+    args: &[String],
+    json_stdout: bool,
+) -> Result<(), CommandError> {
     let [target] = &plan.request.targets[..] else {
         return Err(CommandError::usage("-s runs a script against one URL: give one"));
     };
@@ -59,7 +64,14 @@ fn load_script(plan: &mut Plan, path: &std::path::Path, args: &[String]) -> Resu
     std::thread::Builder::new()
         .name("volley-script-setup".into())
         .spawn(move || {
-            let _ = tx.send(Script::load(source, &target, &headers, &args, threads));
+            let _ = tx.send(Script::load(
+                source,
+                &target,
+                &headers,
+                &args,
+                threads,
+                json_stdout,
+            ));
         })
         .map_err(CommandError::failed)?;
     let script = match rx.recv_timeout(bound) {

@@ -94,16 +94,26 @@ impl Script {
     }
 
     /// Loads `source` for `threads` workers against `target` with the
-    /// user's `headers` and the script's `args` (what follows `--`).
+    /// user's `headers` and the script's `args` (what follows `--`). With
+    /// `prints_to_stderr` (the report is JSON on stdout) what the script
+    /// prints goes to stderr.
     pub fn load(
         source: Source,
         target: &Target,
         headers: &[(String, String)],
         args: &[String],
         threads: usize,
+        prints_to_stderr: bool,
     ) -> Result<Script, ScriptError> {
         let lua_error = |e: mlua::Error| ScriptError::Lua(state::describe(&e));
-        let main = state::new_state(&source, target, headers)?;
+        let new_state = || -> Result<Lua, ScriptError> {
+            let lua = state::new_state(&source, target, headers)?;
+            if prints_to_stderr {
+                lua.load(PRINT_TO_STDERR).exec().map_err(lua_error)?;
+            }
+            Ok(lua)
+        };
+        let main = new_state()?;
         let main_wrk: mlua::Table = main.globals().get("wrk").map_err(lua_error)?;
         let service = url::Url::parse(&target.url)
             .ok()
@@ -121,7 +131,7 @@ impl Script {
         let mut callbacks = Callbacks::default();
         let mut pipeline = 1;
         for index in 0..threads {
-            let lua = state::new_state(&source, target, headers)?;
+            let lua = new_state()?;
             let cell = ThreadCell::new(&lua);
             let wrk: mlua::Table = lua.globals().get("wrk").map_err(lua_error)?;
             wrk.set("thread", ThreadHandle(cell.clone())).map_err(lua_error)?;
@@ -199,6 +209,16 @@ impl Script {
 fn flush_prints(lua: &Lua) {
     let _ = lua.load("io.stdout:flush()").exec();
 }
+
+/// `print` and `io.write` to stderr, as `print` would write them.
+const PRINT_TO_STDERR: &str = r##"
+io.output(io.stderr)
+print = function(...)
+  local parts = {}
+  for i = 1, select("#", ...) do parts[i] = tostring((select(i, ...))) end
+  io.stderr:write(table.concat(parts, "\t"), "\n")
+end
+"##;
 
 /// `init`'s argument: the URL at index 0, then the script's arguments from 1.
 fn arguments(lua: &Lua, url: &str, args: &[String]) -> mlua::Result<mlua::Table> {
