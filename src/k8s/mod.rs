@@ -1,8 +1,8 @@
 //! `volley k8s`: a sharded run as a Kubernetes Indexed Job.
 //!
-//! `manifest` prints the objects (a ConfigMap with the plan file when there
-//! is one, and the Job whose pod I runs `--shard I/N`, streaming its
-//! intervals on stdout); `run` applies them through the user's own
+//! `manifest` prints the objects (a ConfigMap with the plan file, or the
+//! run's wrk script, when there is one, and the Job whose pod I runs
+//! `--shard I/N`, streaming its intervals on stdout); `run` applies them through the user's own
 //! `kubectl`, follows every pod's stream live ([`logs`]), collects each
 //! index's report, merges them and deletes the Job ([`kubectl`]). Talking to the cluster through
 //! kubectl, rather than an API client crate, reuses the credentials,
@@ -157,7 +157,9 @@ pub enum K8sError {
     NoFileName(String),
     #[error("cannot read '{0}' for the ConfigMap")]
     Read(String, #[source] std::io::Error),
-    #[error("--with adds files to a plan file's ConfigMap: use it with `plan FILE.yml`")]
+    #[error(
+        "--with adds files to a plan file's or a script's ConfigMap: use it with `plan FILE.yml` or `run -s FILE.lua`"
+    )]
     WithoutPlan,
 }
 
@@ -171,7 +173,9 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, K8sError> {
     }
     let lead = crate::plan::parse_duration("--start-lead", &opts.start_lead)?;
     let mut command = opts.command.clone();
-    for word in &command {
+    // What follows `--` is a script's arguments, not volley's flags.
+    let own_flags = command.iter().position(|w| w == "--").unwrap_or(command.len());
+    for word in &command[..own_flags] {
         let flag = word.split('=').next().unwrap_or(word);
         if let Some((_, why)) = OWNED_FLAGS.iter().find(|(f, _)| *f == flag) {
             return Err(K8sError::OwnedFlag {
@@ -193,8 +197,9 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, K8sError> {
                 .to_string(),
         )
     })?;
+    // A plan file, or a run's wrk script, travels in the ConfigMap.
     let plan_file = match parsed.command {
-        Command::Run(_) => None,
+        Command::Run(args) => args.script,
         Command::Plan(args) => Some(args.file),
         _ => return Err(K8sError::NotARun),
     };
@@ -214,7 +219,7 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, K8sError> {
                 std::fs::read_to_string(path).map_err(|e| K8sError::Read(path.display().to_string(), e))?;
             data.insert(name.to_string(), Value::String(text));
         }
-        let position = command
+        let position = command[..own_flags]
             .iter()
             .position(|w| std::path::Path::new(w) == file.as_path());
         if let (Some(i), Some(name)) = (position, file.file_name().and_then(|n| n.to_str())) {
@@ -231,6 +236,8 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, K8sError> {
     } else if !opts.with.is_empty() {
         return Err(K8sError::WithoutPlan);
     }
+    // The Job's own flags go before a script's arguments.
+    let script_args = command.split_off(own_flags.min(command.len()));
     let mut args = command;
     args.extend([
         "--shard".to_string(),
@@ -248,6 +255,7 @@ pub fn build(opts: &K8sOptions, now: SystemTime) -> Result<JobSpec, K8sError> {
     if !args.iter().any(|a| a == "--run-id" || a.starts_with("--run-id=")) {
         args.extend(["--run-id".to_string(), format!("{}-{start_at}", opts.name)]);
     }
+    args.extend(script_args);
     let mut requests = serde_json::Map::new();
     if let Some(cpu) = &opts.cpu {
         requests.insert("cpu".to_string(), json!(cpu));

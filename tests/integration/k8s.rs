@@ -139,6 +139,50 @@ fn manifests_pass_the_kubernetes_schemas() {
         "{}",
         stdout(&plan_json)
     );
+    // A run's wrk script travels in the ConfigMap too, its arguments kept
+    // after the Job's own flags.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scripts/setup.lua");
+    let script_job = volley(&[
+        "k8s",
+        "manifest",
+        "--output",
+        "json",
+        "--shards",
+        "2",
+        "--name",
+        "script-load",
+        "run",
+        "-s",
+        script.to_str().unwrap(),
+        "-d",
+        "5s",
+        "http://svc:8080/hi",
+        "--",
+        "one",
+        "two",
+    ]);
+    assert!(script_job.status.success(), "{}", stderr(&script_job));
+    let objects: Vec<serde_json::Value> = stdout(&script_job)
+        .split("---\n")
+        .filter(|doc| !doc.trim().is_empty())
+        .map(|doc| serde_json::from_str(doc).expect("one JSON document per object"))
+        .collect();
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert_eq!(objects[0]["kind"], "ConfigMap");
+    assert_eq!(
+        objects[0]["data"]["setup.lua"],
+        text.as_str(),
+        "the script travels line for line"
+    );
+    let args: Vec<&str> = objects[1]["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("the pod's args")
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(&args[..3], ["run", "-s", "/plan/setup.lua"], "{args:?}");
+    assert_eq!(&args[args.len() - 3..], ["--", "one", "two"], "{args:?}");
+    assert!(args.contains(&"--shard"), "{args:?}");
     let mut run_json_args = vec!["k8s", "manifest", "--output", "json"];
     run_json_args.extend(&run_args[2..]);
     let run_json = volley(&run_json_args);
@@ -156,6 +200,7 @@ fn manifests_pass_the_kubernetes_schemas() {
         ("run.yaml", &run_job),
         ("plan.yaml", &plan_job),
         ("plan.json", &plan_json),
+        ("script.json", &script_job),
     ] {
         let file = dir.path().join(name);
         std::fs::write(&file, &out.stdout).unwrap();
