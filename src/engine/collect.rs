@@ -29,6 +29,10 @@ pub struct Collecting<'a> {
     pub spares: Vec<Sender<Snapshot>>,
     pub warmups: usize,
     pub start: &'a OnceLock<Instant>,
+    /// How long the workers may take in all before the run gives up on
+    /// them (a script's callback that never returns holds its worker's
+    /// thread, and LuaJIT cannot interrupt a compiled loop); `None`: wait.
+    pub give_up_after: Option<Duration>,
 }
 
 /// What the collecting thread gathered besides the collector itself.
@@ -40,6 +44,9 @@ pub struct Collected {
     pub cpu: CpuTime,
     /// A worker's report that it could not run.
     pub failure: Option<String>,
+    /// The run gave up on workers that had not finished by
+    /// `give_up_after`: their threads are left to end with the process.
+    pub gave_up: bool,
 }
 
 impl Collecting<'_> {
@@ -53,7 +60,13 @@ impl Collecting<'_> {
         let mut elapsed = Duration::ZERO;
         let mut cpu = CpuTime::default();
         let mut failure = None;
+        let began = Instant::now();
+        let mut gave_up = false;
         loop {
+            if self.give_up_after.is_some_and(|limit| began.elapsed() > limit) {
+                gave_up = true;
+                break;
+            }
             match self.rx.recv_timeout(TICK) {
                 Ok(WorkerMsg::Warmup { snapshot, elapsed }) => {
                     let phase = warmup.get_or_insert_with(|| PhaseSummary {
@@ -102,6 +115,7 @@ impl Collecting<'_> {
             elapsed,
             cpu,
             failure,
+            gave_up,
         }
     }
 }

@@ -184,6 +184,22 @@ impl<W: Wire> Shared<W> {
     }
 }
 
+/// How long a script run's workers may take in all: the warm-up and the
+/// measured phase, a request timeout and a few seconds more. Other
+/// workloads never hold a worker's thread, and a run bounded by a request
+/// count alone has no length to bound them by.
+fn give_up_after<R>(plan: &Plan, workload: &Workload<R>) -> Option<Duration> {
+    if !matches!(workload, Workload::Script) {
+        return None;
+    }
+    let warmup = match plan.stop.warmup {
+        Some(crate::plan::Warmup::Duration(d)) => d,
+        Some(crate::plan::Warmup::Requests(_)) => return None,
+        None => Duration::ZERO,
+    };
+    Some(warmup + plan.stop.duration? + plan.transport.timeout + Duration::from_secs(5))
+}
+
 /// The one request of a script that makes no call per request, encoded as
 /// any run's one request is.
 fn fixed_script_request<W: Wire>(
@@ -313,6 +329,7 @@ fn run_on<W: FastPath>(
         spares,
         warmups: if plan.stop.warmup.is_some() { threads } else { 0 },
         start: &shared.start,
+        give_up_after: give_up_after(plan, &shared.workload),
     };
     // In the open model the collecting thread runs in the background, so
     // its per-interval work never takes a core from a worker and delays the
@@ -337,6 +354,7 @@ fn run_on<W: FastPath>(
             elapsed,
             cpu,
             mut failure,
+            gave_up,
         },
     ) = match collected {
         Ok(Ok(done)) => done,
@@ -350,6 +368,15 @@ fn run_on<W: FastPath>(
             });
         }
     };
+    if gave_up {
+        // The workers still running are left (not joined) to end with the
+        // process: one is held by a script that does not return.
+        shared.stop.store(true, Ordering::SeqCst);
+        return Err(EngineError::Worker(
+            "a script callback did not return by the end of the run (is there an endless loop in request(), response() or delay()?)"
+                .to_string(),
+        ));
+    }
     for handle in handles {
         if handle.join().is_err() {
             failure.get_or_insert_with(|| "a worker thread panicked".to_string());

@@ -102,6 +102,45 @@ fn a_script_that_fails_mid_run_stops_it_with_its_report() {
 }
 
 #[test]
+fn a_request_that_never_returns_is_bounded_by_the_runs_length() {
+    let server = logging_target();
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(
+        dir.path(),
+        "spins.lua",
+        "sent = 0\nfunction request()\n  sent = sent + 1\n  while sent > 20 do end\n  return wrk.format()\nend\n",
+    );
+    let url = format!("http://{}/hi", server.addr());
+    let started = Instant::now();
+    let out = volley(&[
+        "run",
+        "-t",
+        "1",
+        "-c",
+        "1",
+        "-d",
+        "1s",
+        "--timeout",
+        "1s",
+        "-s",
+        &script,
+        &url,
+    ]);
+    // 1 s of load, a request timeout and 5 s of grace.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did not return by the end of the run"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_pipelining_script_is_counted_exactly_over_h2c() {
     let server = logging_target();
     let url = format!("http://{}/hi", server.addr());
