@@ -214,3 +214,65 @@ fn a_script_keeps_an_open_models_rate() {
     assert!((380.0..=420.0).contains(&ok), "{ok} requests at 200/s for 2 s");
     assert!(server.requests().iter().all(|r| r.target.starts_with("/echo?n=")));
 }
+
+#[test]
+fn require_finds_a_module_on_lua_path() {
+    let server = logging_target();
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "paths.lua",
+        "return { next = function(n) return '/echo?module=' .. n end }\n",
+    );
+    let script = write(
+        dir.path(),
+        "uses.lua",
+        "local paths = require 'paths'\nlocal n = 0\nfunction request()\n  n = n + 1\n  return wrk.format(nil, paths.next(n))\nend\n",
+    );
+    let lua_path = format!("{}/?.lua;;", dir.path().display());
+    let url = format!("http://{}/", server.addr());
+    let out = super::support::volley_env(
+        &["run", "-t", "1", "-c", "1", "-n", "5", "-s", &script, &url],
+        &[("LUA_PATH", &lua_path)],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let targets: Vec<String> = server.requests().iter().map(|r| r.target.clone()).collect();
+    // As under wrk, request() is called once before the load (to learn the
+    // pipelining depth): the load's five requests are its calls 2 to 6.
+    assert_eq!(
+        targets,
+        (2..=6).map(|n| format!("/echo?module={n}")).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_script_run_has_a_warmup_a_threshold_and_a_shard() {
+    let server = logging_target();
+    let url = format!("http://{}/echo", server.addr());
+    let script = fixture("counter.lua");
+    // Shard 1 (the second) of 2 of 100 requests after 10 of warm-up, with a threshold
+    // that cannot hold: 50 measured after 5 of warm-up (each shard takes its
+    // share of both), exit 3 for the failed threshold.
+    let (out, report) = volley_json(&[
+        "run",
+        "-t",
+        "1",
+        "-c",
+        "2",
+        "-n",
+        "100",
+        "--warmup",
+        "10",
+        "--shard",
+        "1/2",
+        "--threshold",
+        "p99<1us",
+        "-s",
+        &script,
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(num(&summary(&report)["ok"]), 50.0);
+    assert_eq!(server.requests().len(), 55);
+    assert!(server.requests().iter().all(|r| r.target.starts_with("/echo?n=")));
+}
