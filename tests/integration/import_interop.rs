@@ -78,9 +78,24 @@ impl Mock {
         }
     }
 
-    /// Everything it printed up to now.
+    /// Everything it printed up to now, once each request it received has
+    /// its verdict (passed, or invalid) among them, or after 10 s: Prism
+    /// logs a verdict after the response is sent, so on a loaded machine
+    /// the last one can still be on its way when the plan has ended.
     fn lines(&self) -> Vec<String> {
-        self.log.try_iter().collect()
+        let mut lines: Vec<String> = self.log.try_iter().collect();
+        let count = |lines: &[String], what: &str| lines.iter().filter(|l| l.contains(what)).count();
+        let began = Instant::now();
+        while count(&lines, "passed the validation rules") + count(&lines, "Invalid request")
+            < count(&lines, "Request received")
+        {
+            let left = Duration::from_secs(10).saturating_sub(began.elapsed());
+            match self.log.recv_timeout(left) {
+                Ok(line) => lines.push(line),
+                Err(_) => break,
+            }
+        }
+        lines
     }
 }
 
