@@ -276,3 +276,47 @@ fn a_script_run_has_a_warmup_a_threshold_and_a_shard() {
     assert_eq!(server.requests().len(), 55);
     assert!(server.requests().iter().all(|r| r.target.starts_with("/echo?n=")));
 }
+
+#[test]
+fn a_script_with_a_float_seed_ramps_over_tls() {
+    // LuaJIT's (Lua 5.1's) math.randomseed takes a float, which Lua 5.4
+    // refuses; real scripts seed with os.time() plus a fraction.
+    let server = spawn(ServerOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tls: true,
+        log_requests: true,
+        ..Default::default()
+    })
+    .expect("the TLS target starts");
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(
+        dir.path(),
+        "random.lua",
+        "math.randomseed(os.time() + 0.5)\nfunction request()\n  return wrk.format(nil, '/echo?id=' .. math.random(1, 1000))\nend\n",
+    );
+    let url = format!("https://{}/", server.addr());
+    let (out, report) = volley_json(&[
+        "run",
+        "--insecure",
+        "--http1.1",
+        "-t",
+        "1",
+        "--stages",
+        "1s:2,1s:2",
+        "-s",
+        &script,
+        &url,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ok = num(&summary(&report)["ok"]);
+    assert!(ok > 20.0, "{ok} requests in 2 s of stages");
+    assert_eq!(num(&summary(&report)["errors"]), 0.0);
+    let requests = server.requests();
+    assert!(
+        requests.iter().all(|r| r.target.starts_with("/echo?id=")),
+        "{:?}",
+        &requests[..requests.len().min(3)]
+    );
+    let distinct: std::collections::HashSet<&str> = requests.iter().map(|r| r.target.as_str()).collect();
+    assert!(distinct.len() > 10, "{} distinct ids", distinct.len());
+}
