@@ -45,4 +45,5 @@ pub mod sys;
 pub mod target;
 pub mod thresholds;
 pub mod tls;
+pub mod vu;
 pub mod wake;
