@@ -482,11 +482,29 @@ fn merge_run(parts: &[&RunReport]) -> Result<RunReport, Mismatch> {
         target: None,
         tool_process: None,
         steps,
+        iterations: parts.iter().map(|p| p.iterations).sum(),
+        checks: merge_checks(parts),
         histogram: EncodedHistogram(latency),
         service_histogram: service.map(EncodedHistogram),
         failures_histogram: failures.map(EncodedHistogram),
         interrupted: parts.iter().any(|p| p.interrupted),
     })
+}
+
+/// A VU script's checks: each name's counts added, in the order the
+/// shards first met them.
+fn merge_checks(parts: &[&RunReport]) -> Vec<crate::report::CheckStats> {
+    let mut merged: Vec<crate::report::CheckStats> = Vec::new();
+    for check in parts.iter().flat_map(|p| &p.checks) {
+        match merged.iter_mut().find(|m| m.name == check.name) {
+            Some(known) => {
+                known.passes += check.passes;
+                known.fails += check.fails;
+            }
+            None => merged.push(check.clone()),
+        }
+    }
+    merged
 }
 
 /// A scenario step: its latency from its series' summed histograms (no

@@ -212,6 +212,11 @@ pub struct Snapshot {
     /// the longest stands for all of them, and the collector adds the
     /// intervals up ([`Snapshot::add_interval`]).
     pub refused_us: u64,
+    /// A VU script's checks by index (see `vu::Names`): how many held and
+    /// how many failed.
+    pub checks: Vec<[u64; 2]>,
+    /// A VU script's iterations finished (with or without an error).
+    pub iterations: u64,
 }
 
 impl Default for Snapshot {
@@ -230,6 +235,8 @@ impl Default for Snapshot {
             steps: Vec::new(),
             error_examples: Default::default(),
             refused_us: 0,
+            checks: Vec::new(),
+            iterations: 0,
         }
     }
 }
@@ -261,8 +268,11 @@ impl Snapshot {
             steps,
             error_examples,
             refused_us,
+            checks,
+            iterations,
         } = self;
-        (*requests, *ok, *bytes, *refused_us) = (0, 0, 0, 0);
+        (*requests, *ok, *bytes, *refused_us, *iterations) = (0, 0, 0, 0, 0);
+        checks.fill([0, 0]);
         errors.fill(0);
         status.fill(0);
         latency.clear();
@@ -359,6 +369,14 @@ impl AddAssign<&Snapshot> for Snapshot {
             }
         }
         self.refused_us = self.refused_us.max(other.refused_us);
+        if self.checks.len() < other.checks.len() {
+            self.checks.resize(other.checks.len(), [0, 0]);
+        }
+        for (mine, theirs) in self.checks.iter_mut().zip(other.checks.iter()) {
+            mine[0] += theirs[0];
+            mine[1] += theirs[1];
+        }
+        self.iterations += other.iterations;
     }
 }
 
@@ -409,6 +427,29 @@ impl Recorder {
             && snap.error_examples[err.kind as usize].is_none()
         {
             snap.error_examples[err.kind as usize] = Some(err.message());
+        }
+    }
+
+    /// A VU script's check `index`: held or not.
+    pub fn record_check(&mut self, index: usize, held: bool) {
+        let checks = &mut self.current.checks;
+        if checks.len() <= index {
+            checks.resize(index + 1, [0, 0]);
+        }
+        checks[index][usize::from(!held)] += 1;
+    }
+
+    /// A VU script's iteration finished.
+    pub fn record_iteration(&mut self) {
+        self.current.iterations += 1;
+    }
+
+    /// Makes room for statistics of step `index` (a VU script's request
+    /// names are met while the run goes).
+    pub fn ensure_step(&mut self, index: usize) {
+        let steps = &mut self.current.steps;
+        if steps.len() <= index {
+            steps.resize_with(index + 1, Snapshot::default);
         }
     }
 

@@ -5,7 +5,8 @@
 //! sends the run's pre-built request (one, or a pipelined round) and
 //! records each response, or hands the ticket to [`iteration::run`], which
 //! walks a plan file's steps, or to [`script::round`], where a wrk script
-//! writes the round. All send through the loop's [`Driver`] and
+//! writes the round, or to [`users::iteration`], where a virtual user runs
+//! one iteration. All send through the loop's [`Driver`] and
 //! record with the pieces in [`super::exchange`], so the loop and the
 //! protocols never call each other back. Where the protocol has a fast
 //! path for the phase (`FastPath`), the loop's requests take it instead,
@@ -18,6 +19,7 @@ use super::fast_path::FastPath;
 use super::feed::{Feed, Ticket, YIELD_EVERY};
 use super::iteration::{self, IterationState};
 use super::script::{self, ScriptLoop, Stopped};
+use super::users::{self, VuLoop};
 use futures_util::StreamExt;
 use futures_util::future::Either;
 use futures_util::stream::FuturesUnordered;
@@ -31,6 +33,7 @@ pub struct LoopSlot<W: FastPath> {
     driver: Option<Driver<W>>,
     iteration: Option<Box<IterationState>>,
     script: Option<Box<ScriptLoop>>,
+    vu: Option<Box<VuLoop>>,
 }
 
 impl<W: FastPath> Default for LoopSlot<W> {
@@ -39,6 +42,7 @@ impl<W: FastPath> Default for LoopSlot<W> {
             driver: None,
             iteration: None,
             script: None,
+            vu: None,
         }
     }
 }
@@ -196,6 +200,11 @@ async fn connection_loop<W: FastPath>(
                     Ok(answered_at) => answered_at,
                     Err(Stopped) => break,
                 }
+            }
+            Workload::Users => {
+                let Some(vus) = &ctx.users else { break };
+                users::iteration(ctx, vus, driver, &mut slot.vu, ticket, index).await;
+                None
             }
         };
     }

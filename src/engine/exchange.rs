@@ -98,6 +98,10 @@ pub struct WorkerCtx<W: Wire> {
     pub lanes: W::Lanes,
     /// A script run's callbacks in this worker's Lua state.
     pub script: Option<crate::script::worker::ScriptWorker>,
+    /// A VU run's Lua state in this worker.
+    pub users: Option<crate::vu::VuWorker>,
+    /// A VU run: the request names this worker has met.
+    pub seen_names: RefCell<crate::vu::names::SeenNames>,
 }
 
 impl<W: Wire> WorkerCtx<W> {

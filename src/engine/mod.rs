@@ -30,6 +30,7 @@ mod race;
 pub mod script;
 mod spawn;
 pub mod timer;
+pub mod users;
 pub mod worker;
 
 use crate::collector::{Collector, SeriesRow};
@@ -84,6 +85,9 @@ pub enum Workload<R> {
     /// A wrk script that makes a call per request: each worker's state
     /// (in [`Shared::script`]) writes its rounds.
     Script,
+    /// Virtual users of a script (in [`Shared::users`]): each loop is one
+    /// VU, each ticket one of its iterations.
+    Users,
 }
 
 impl<R> Workload<R> {
@@ -91,14 +95,15 @@ impl<R> Workload<R> {
     pub fn fixed(&self) -> Option<&R> {
         match self {
             Workload::Fixed(request) => Some(request),
-            Workload::Flow(_) | Workload::Script => None,
+            Workload::Flow(_) | Workload::Script | Workload::Users => None,
         }
     }
 
     /// How many steps' statistics the workload keeps besides the totals.
     pub fn steps(&self) -> usize {
         match self {
-            Workload::Fixed(_) | Workload::Script => 0,
+            // A VU script's names are met while it runs.
+            Workload::Fixed(_) | Workload::Script | Workload::Users => 0,
             Workload::Flow(scenario) => scenario.stat_names.len(),
         }
     }
@@ -112,6 +117,8 @@ pub struct Shared<W: Wire> {
     /// A script run's script: its workers' states, and the addresses its
     /// `setup()` gave them.
     pub script: Option<Arc<crate::script::Script>>,
+    /// A VU run's script and the run's names.
+    pub users: Option<Arc<crate::vu::Users>>,
     /// What the protocol needs for the whole run besides its request.
     pub setup: W::Setup,
     /// The plan's transport settings as they are: timeouts, keep-alive,
@@ -142,6 +149,7 @@ impl<W: Wire> Shared<W> {
         stop: Arc<AtomicBool>,
     ) -> Result<Self, EngineError> {
         let workload = match (&plan.request.scenario, &plan.request.script) {
+            _ if plan.request.users.is_some() => Workload::Users,
             (Some(scenario), _) => Workload::Flow(scenario.clone()),
             (None, Some(script)) => match script.fixed_request() {
                 Some(text) => Workload::Fixed(fixed_script_request::<W>(text, target, &plan.transport)?),
@@ -160,6 +168,7 @@ impl<W: Wire> Shared<W> {
             target: target.clone(),
             workload,
             script: plan.request.script.clone(),
+            users: plan.request.users.clone(),
             setup: W::setup(settled)?,
             transport: plan.transport.clone(),
             success: plan.request.success.clone(),
@@ -184,12 +193,12 @@ impl<W: Wire> Shared<W> {
     }
 }
 
-/// How long a script run's workers may take in all: the warm-up and the
+/// How long a script run's (wrk's or VUs') workers may take in all: the warm-up and the
 /// measured phase, a request timeout and a few seconds more. Other
 /// workloads never hold a worker's thread, and a run bounded by a request
 /// count alone has no length to bound them by.
 fn give_up_after<R>(plan: &Plan, workload: &Workload<R>) -> Option<Duration> {
-    if !matches!(workload, Workload::Script) {
+    if !matches!(workload, Workload::Script | Workload::Users) {
         return None;
     }
     let warmup = match plan.stop.warmup {

@@ -146,6 +146,17 @@ pub fn run<W: FastPath>(
         },
         _ => None,
     };
+    let users = match (&shared.workload, &shared.users) {
+        (Workload::Users, Some(users)) => match crate::vu::VuWorker::new(users) {
+            Ok(state) => Some(state),
+            Err(message) => {
+                let _ = tx.send(WorkerMsg::Failed(message));
+                shared.barrier.wait();
+                return;
+            }
+        },
+        _ => None,
+    };
     let lanes = W::lanes(&shared, connector.ring());
     let ctx = WorkerCtx {
         connector,
@@ -154,6 +165,8 @@ pub fn run<W: FastPath>(
         iterations: Cell::new(0),
         lanes,
         script,
+        users,
+        seen_names: RefCell::default(),
         worker: spec.id,
         workers: spec.workers,
         shared,

@@ -235,6 +235,21 @@ pub struct Request<Body = bytes::Bytes> {
     /// `volley run -s`: the wrk script, loaded (its states set up and
     /// initialised for the run's threads).
     pub script: Option<std::sync::Arc<crate::script::Script>>,
+    /// `volley script`: the virtual users' script, loaded (its init and
+    /// `setup()` run).
+    pub users: Option<std::sync::Arc<crate::vu::Users>>,
+}
+
+impl<Body> Request<Body> {
+    /// The names of the statistics kept besides the totals: a plan file's
+    /// steps, or the request names a VU script has met so far.
+    pub fn step_names(&self) -> Vec<String> {
+        match (&self.scenario, &self.users) {
+            (Some(scenario), _) => scenario.stat_names.clone(),
+            (None, Some(users)) => users.requests.list(),
+            (None, None) => Vec::new(),
+        }
+    }
 }
 
 /// How requests travel. `Tls` is the read TLS files in a plan, the flags

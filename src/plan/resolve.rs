@@ -53,6 +53,7 @@ impl RunSpec {
                 success: request.success,
                 scenario: request.scenario,
                 script: request.script,
+                users: request.users,
             },
             load,
             stop,

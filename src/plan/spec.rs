@@ -390,6 +390,7 @@ impl RunSpec {
                 success,
                 scenario: None,
                 script: None,
+                users: None,
             },
             transport: Transport {
                 timeout,

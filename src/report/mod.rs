@@ -156,6 +156,12 @@ pub struct RunReport {
     /// Scenarios: each named plan item's statistics.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepStats>,
+    /// A VU script: its iterations finished (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<u64>,
+    /// A VU script's checks, by name, in the order first met.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckStats>,
     /// The whole run's latency histogram of successful requests, in
     /// microseconds: HdrHistogram V2 (deflate) encoding, base64.
     pub histogram: EncodedHistogram,
@@ -166,6 +172,14 @@ pub struct RunReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failures_histogram: Option<EncodedHistogram>,
     pub interrupted: bool,
+}
+
+/// One check of a VU script: how often it held and failed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CheckStats {
+    pub name: String,
+    pub passes: u64,
+    pub fails: u64,
 }
 
 /// One scenario step's statistics: the same shape as a run's.
@@ -519,22 +533,36 @@ impl RunReport {
             series: result.series.clone(),
             steps: plan
                 .request
-                .scenario
+                .step_names()
+                .into_iter()
+                .enumerate()
+                .map(|(i, name)| StepStats {
+                    name,
+                    summary: Summary::new(
+                        result.total.steps.get(i).unwrap_or(&Snapshot::default()),
+                        result.elapsed,
+                        result.cpu,
+                        result.threads,
+                        &plan.reporting.buckets,
+                    ),
+                    series: result.step_series.get(i).cloned().unwrap_or_default(),
+                })
+                .collect(),
+            iterations: plan.request.users.as_ref().map(|_| result.total.iterations),
+            checks: plan
+                .request
+                .users
                 .as_ref()
-                .map(|sc| {
-                    sc.stat_names
-                        .iter()
+                .map(|users| {
+                    let counts = &result.total.checks;
+                    users
+                        .checks
+                        .list()
+                        .into_iter()
                         .enumerate()
-                        .map(|(i, name)| StepStats {
-                            name: name.clone(),
-                            summary: Summary::new(
-                                result.total.steps.get(i).unwrap_or(&Snapshot::default()),
-                                result.elapsed,
-                                result.cpu,
-                                result.threads,
-                                &plan.reporting.buckets,
-                            ),
-                            series: result.step_series.get(i).cloned().unwrap_or_default(),
+                        .map(|(i, name)| {
+                            let [passes, fails] = counts.get(i).copied().unwrap_or_default();
+                            CheckStats { name, passes, fails }
                         })
                         .collect()
                 })

@@ -114,7 +114,7 @@ pub fn step_log_row(name: &str, row: &SeriesRow) -> String {
 /// column is as wide as the longest), so that two steps whose names begin
 /// alike are told apart.
 pub fn steps_table(run: &RunReport) -> String {
-    let mut out = String::new();
+    let mut out = checks_table(run);
     if run.steps.is_empty() {
         return out;
     }
@@ -147,6 +147,44 @@ pub fn steps_table(run: &RunReport) -> String {
         for (kind, example) in &s.error_examples {
             let _ = writeln!(out, "      {kind}: {example}");
         }
+    }
+    out
+}
+
+/// A VU script's iterations and checks: each check's share that held, as
+/// k6 shows them.
+fn checks_table(run: &RunReport) -> String {
+    let mut out = String::new();
+    if let Some(iterations) = run.iterations {
+        let rate = iterations as f64 / run.summary.elapsed_s.max(1e-9);
+        let _ = writeln!(out, "iterations {} ({:.1}/s)", thousands(iterations), rate);
+    }
+    if run.checks.is_empty() {
+        return out;
+    }
+    let width = run
+        .checks
+        .iter()
+        .map(|c| c.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(24);
+    let _ = writeln!(
+        out,
+        "checks\n  {:<width$} {:>10} {:>8} {:>8}",
+        "name", "passes", "fails", "held"
+    );
+    for check in &run.checks {
+        let total = check.passes + check.fails;
+        let held = 100.0 * check.passes as f64 / total.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "  {:<width$} {:>10} {:>8} {:>7.2}%",
+            check.name,
+            thousands(check.passes),
+            thousands(check.fails),
+            held
+        );
     }
     out
 }
@@ -196,6 +234,15 @@ pub fn run_banner(report: &Report, url: &str) -> String {
     }
     let io = &plan.transport.io;
     let mut header = match &plan.request.scenario {
+        None if let Some(users) = &plan.request.users => format!(
+            "volley script {} on {url}\n  {}{growth} on {} threads, {}, {mode}, {}",
+            users.source.path,
+            load.replace("connections", "VUs")
+                .replace("req/s", "iterations/s"),
+            plan.load.threads,
+            stop.replace("requests", "iterations"),
+            io.backend.name()
+        ),
         Some(sc) => format!(
             "volley plan {} ({} steps) on {url}\n  {load}{growth} on {} threads, {}, {mode}, {}",
             sc.file.display(),

@@ -211,7 +211,7 @@ fn flush_prints(lua: &Lua) {
 }
 
 /// `print` and `io.write` to stderr, as `print` would write them.
-const PRINT_TO_STDERR: &str = r##"
+pub const PRINT_TO_STDERR: &str = r##"
 io.output(io.stderr)
 print = function(...)
   local parts = {}
