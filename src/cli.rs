@@ -27,6 +27,18 @@ pub const PLAN_ITERATIONS_HELP: &str = "Stop after exactly this many measured it
 pub const PLAN_RATE_HELP: &str = "Open model: N iterations of the plan's flow per second in all, each due at a fixed \
      time; latency counts from that time. With --stages, give -R alone: the stages are then in iterations per second";
 
+/// `volley script --vus`'s help.
+pub const SCRIPT_VUS_HELP: &str = "Virtual users, each running the script's iterations one after another \
+     (overrides options.vus) [default: 1]";
+
+/// `volley script -n`'s help.
+pub const SCRIPT_ITERATIONS_HELP: &str = "Stop after exactly this many iterations, shared by all VUs \
+     (overrides options.iterations) [default: 1 unless a duration is given]";
+
+/// `volley script -R`'s help.
+pub const SCRIPT_RATE_HELP: &str = "Open model: N iterations per second in all, each due at a fixed time and \
+     started on a free VU; the first request's latency counts from that time";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Load one or more URLs, one after another, and report.
@@ -41,6 +53,14 @@ pub enum Command {
         mut_arg("rate", |a| a.help(PLAN_RATE_HELP))
     )]
     Plan(Box<PlanArgs>),
+    /// Run virtual users written in Lua (k6's names: options, setup, default,
+    /// teardown, http.get, check, group, sleep) against the URL's origin.
+    #[command(
+        mut_arg("connections", |a| a.visible_alias("vus").help(SCRIPT_VUS_HELP)),
+        mut_arg("requests", |a| a.visible_alias("iterations").help(SCRIPT_ITERATIONS_HELP)),
+        mut_arg("rate", |a| a.help(SCRIPT_RATE_HELP))
+    )]
+    Script(Box<ScriptArgs>),
     /// Render a saved JSON report as HTML.
     Report(ReportArgs),
     /// Compare two saved JSON reports: changes and whether they are significant.
@@ -622,6 +642,18 @@ pub struct PlanArgs {
     pub list_tasks: bool,
     /// Everything `volley run` takes overrides the file: -c (concurrency),
     /// -n (iterations), -d (run_time), -R (iterations per second), --stages...
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ScriptArgs {
+    /// The script of virtual users.
+    #[arg(value_name = "FILE.lua")]
+    pub file: PathBuf,
+    /// Everything `volley run` takes, with the URL whose origin the VUs
+    /// send to (paths in the script are relative to it): --vus (-c), -n,
+    /// -d, --stages and -R override the script's options.
     #[command(flatten)]
     pub run: RunArgs,
 }

@@ -12,6 +12,7 @@ mod files;
 mod run;
 mod serve;
 mod shards;
+mod users;
 
 use crate::cli::{Command, K8sCommand};
 pub use crate::error::Cause;
@@ -103,6 +104,7 @@ pub fn execute(command: Command, stop: Arc<AtomicBool>) -> Result<Outcome, Comma
         Command::Plan(args) if args.list_tags || args.list_tasks => run::list(&args),
         Command::Plan(args) => run::plan(&args, stop),
         Command::Step(args) => run::step(&args, stop),
+        Command::Script(args) => users::script(&args, stop),
         Command::Report(args) => files::report(&args),
         Command::Compare(args) => files::compare(&args),
         Command::Import(args) => files::import(&args),

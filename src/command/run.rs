@@ -125,7 +125,7 @@ pub fn step(args: &StepArgs, stop: Arc<AtomicBool>) -> Result<Outcome, CommandEr
 
 /// A note on stderr for each URL given without a scheme, read as
 /// `http://` (as curl reads it).
-fn note_schemes(plan: &Plan) {
+pub(super) fn note_schemes(plan: &Plan) {
     for note in plan.request.targets.iter().filter_map(|t| t.scheme_note()) {
         eprintln!("{note}");
     }
@@ -133,7 +133,7 @@ fn note_schemes(plan: &Plan) {
 
 /// How the report is shown and saved, from the common run flags; a bad
 /// metric flag, or a file to write that cannot be written, is bad usage.
-fn output_of(args: &RunArgs) -> Result<Output, CommandError> {
+pub(super) fn output_of(args: &RunArgs) -> Result<Output, CommandError> {
     check_outputs(args.output.as_deref(), args.html.as_deref())?;
     let stream = args
         .stream
