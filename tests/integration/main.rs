@@ -37,4 +37,5 @@ mod shard;
 mod support;
 mod thresholds;
 mod tls;
+mod vu_scripts;
 mod wrk_scripts;
